@@ -1,0 +1,44 @@
+# The two commands a fresh clone needs: `make run` and `make test`. Everything they depend on is
+# installed from here (Debian packages as root, Python packages into .venv).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PYTHON ?= python3
+STAMP := $(VENV)/.installed
+SYSSTAMP := .cache/.sysdeps
+
+.PHONY: install sysdeps run test test-slow bench lint clean
+
+$(SYSSTAMP):
+	@mkdir -p .cache
+	bash deploy/install-sysdeps.sh
+	@touch $@
+
+sysdeps: $(SYSSTAMP)
+
+$(STAMP): pyproject.toml | $(SYSSTAMP)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	@touch $@
+
+install: $(STAMP)
+
+run: install
+	$(PY) -m clients.devcluster
+
+test: install
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: install
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m tests.bench
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .cache build *.egg-info

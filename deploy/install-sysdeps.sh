@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# System packages the tests and `make run` use: ZooKeeper (Debian's `zookeeper`), kcat, a JDK.
+# Idempotent; needs root (or sudo) only when something is missing.
+set -euo pipefail
+need=()
+[ -x /usr/share/zookeeper/bin/zkServer.sh ] || [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+  # Debian's package starts a system ZooKeeper on 2181; ours are private, so keep it from holding the port.
+  if [[ " ${need[*]} " == *" zookeeper "* ]]; then
+    $SUDO systemctl disable --now zookeeper >/dev/null 2>&1 || true
+    $SUDO service zookeeper stop >/dev/null 2>&1 || true
+  fi
+fi

@@ -1,0 +1,148 @@
+"""The one table of API versions this broker implements; ApiVersions is built from it.
+
+The ranges are Apache Kafka 3.9's maxima with Kafka 4.0's floors (so kafka-python, which infers the
+broker version from this table, sees "3.9"; Spark 4 ships the 3.9 Java client). Produce and JoinGroup
+are advertised from version 0, as Kafka 4.1 does for librdkafka, whose version negotiation breaks on a
+Produce floor above 0 (KAFKA-18659). Produce v0-2 carry message formats v0/v1, which Kafka 4 no longer
+writes; like Kafka 4.1 we decode such requests and answer every partition with UNSUPPORTED_VERSION.
+
+Inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition) are
+spoken only between kafkette brokers, so each is implemented, and advertised, at one version: 3.9's
+newest.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    ALTER_PARTITION = 56
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
+
+
+# api key -> (min version, max version, schema base name)
+SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
+    ApiKey.PRODUCE: (0, 11, "Produce"),
+    ApiKey.FETCH: (4, 17, "Fetch"),
+    ApiKey.LIST_OFFSETS: (1, 9, "ListOffsets"),
+    ApiKey.METADATA: (0, 12, "Metadata"),
+    ApiKey.LEADER_AND_ISR: (7, 7, "LeaderAndIsr"),
+    ApiKey.STOP_REPLICA: (4, 4, "StopReplica"),
+    ApiKey.UPDATE_METADATA: (8, 8, "UpdateMetadata"),
+    ApiKey.CONTROLLED_SHUTDOWN: (3, 3, "ControlledShutdown"),
+    ApiKey.OFFSET_COMMIT: (2, 9, "OffsetCommit"),
+    ApiKey.OFFSET_FETCH: (1, 9, "OffsetFetch"),
+    ApiKey.FIND_COORDINATOR: (0, 6, "FindCoordinator"),
+    ApiKey.JOIN_GROUP: (0, 9, "JoinGroup"),
+    ApiKey.HEARTBEAT: (0, 4, "Heartbeat"),
+    ApiKey.LEAVE_GROUP: (0, 5, "LeaveGroup"),
+    ApiKey.SYNC_GROUP: (0, 5, "SyncGroup"),
+    ApiKey.DESCRIBE_GROUPS: (0, 5, "DescribeGroups"),
+    ApiKey.LIST_GROUPS: (0, 5, "ListGroups"),
+    ApiKey.SASL_HANDSHAKE: (0, 1, "SaslHandshake"),
+    ApiKey.API_VERSIONS: (0, 4, "ApiVersions"),
+    ApiKey.CREATE_TOPICS: (2, 7, "CreateTopics"),
+    ApiKey.DELETE_TOPICS: (1, 6, "DeleteTopics"),
+    ApiKey.DELETE_RECORDS: (0, 2, "DeleteRecords"),
+    ApiKey.INIT_PRODUCER_ID: (0, 5, "InitProducerId"),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4, "OffsetForLeaderEpoch"),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, "AddPartitionsToTxn"),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, "AddOffsetsToTxn"),
+    ApiKey.END_TXN: (0, 4, "EndTxn"),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1, "WriteTxnMarkers"),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4, "TxnOffsetCommit"),
+    ApiKey.DESCRIBE_ACLS: (1, 3, "DescribeAcls"),
+    ApiKey.CREATE_ACLS: (1, 3, "CreateAcls"),
+    ApiKey.DELETE_ACLS: (1, 3, "DeleteAcls"),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4, "DescribeConfigs"),
+    ApiKey.ALTER_CONFIGS: (0, 2, "AlterConfigs"),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4, "DescribeLogDirs"),
+    ApiKey.SASL_AUTHENTICATE: (0, 2, "SaslAuthenticate"),
+    ApiKey.CREATE_PARTITIONS: (0, 3, "CreatePartitions"),
+    ApiKey.DELETE_GROUPS: (0, 2, "DeleteGroups"),
+    ApiKey.ELECT_LEADERS: (0, 2, "ElectLeaders"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1, "IncrementalAlterConfigs"),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0, "AlterPartitionReassignments"),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0, "ListPartitionReassignments"),
+    ApiKey.OFFSET_DELETE: (0, 0, "OffsetDelete"),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1, "DescribeClientQuotas"),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1, "AlterClientQuotas"),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, "DescribeUserScramCredentials"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, "AlterUserScramCredentials"),
+    ApiKey.ALTER_PARTITION: (3, 3, "AlterPartition"),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1, "DescribeCluster"),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0, "DescribeProducers"),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, "DescribeTransactions"),
+    ApiKey.LIST_TRANSACTIONS: (0, 1, "ListTransactions"),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0, "DescribeTopicPartitions"),
+}
+
+# Versions we advertise but refuse, as Kafka 4.1 does (see the module doc).
+REFUSED: dict[ApiKey, tuple[int, int]] = {ApiKey.PRODUCE: (0, 2)}
+
+
+def version_range(api_key: int) -> tuple[int, int] | None:
+    entry = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+    return (entry[0], entry[1]) if entry else None
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    rng = version_range(api_key)
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+def advertised() -> list[tuple[int, int, int]]:
+    """(api_key, min_version, max_version) rows for an ApiVersions response, by api key."""
+    return [(int(k), lo, hi) for k, (lo, hi, _name) in sorted(SUPPORTED.items())]

@@ -1,0 +1,801 @@
+"""Compile Apache Kafka's message JSON schemas into specialised encoders and decoders.
+
+Kafka describes every request and response in a JSON schema (fields, types, the versions each field
+exists in, nullability, tagged fields, flexible versions). The client library kafka-python ships
+those schemas as package data; ``protocol/schemas/`` holds the inter-broker ones it lacks. Rather
+than interpret a schema field by field for every message, we generate one small Python function
+per (struct, version) the first time it is needed and ``exec`` it: the generated code is straight
+``struct.unpack_from`` / ``pack`` calls with no per-field dispatch, which is several times faster
+than an interpreter (see BENCHMARKS.md).
+
+Decoded messages are instances of generated ``Struct`` subclasses with ``__slots__`` named after the
+fields in snake_case (``TopicData`` -> ``topic_data``). Fields a version does not carry keep their
+schema default, so handler code can read every field of every version. ``records`` fields decode to
+a ``memoryview`` into the request buffer (zero copy) and encode from bytes, a memoryview, or a
+``FileRegions`` list that the server hands to ``sendfile``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+import struct
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from protocol.exceptions import ProtocolError
+
+# ---------------------------------------------------------------------------------------------
+# Schema loading
+
+
+_COMMENT = re.compile(r"(?m)^\s*//.*$")
+_OUR_SCHEMAS = Path(__file__).with_name("schemas")
+_VERSIONS_RE = re.compile(r"^(\d+)(?:(\+)|-(\d+))?$")
+
+
+def _load_json_text(text: str) -> dict[str, Any]:
+    return json.loads(_COMMENT.sub("", text))
+
+
+# Kafka 4 dropped Produce v0-2 from its schemas but still advertises them (KAFKA-18659); their fields
+# are v3's minus TransactionalId, which the schema already marks "3+", so widening the range is exact.
+_VALID_VERSIONS_OVERRIDE = {"ProduceRequest": "0-13", "ProduceResponse": "0-13"}
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """The JSON schema of message ``name`` (e.g. ``"ProduceRequest"``), ours first, then Kafka's."""
+    ours = _OUR_SCHEMAS / f"{name}.json"
+    if ours.exists():
+        return _load_json_text(ours.read_text())
+    try:
+        text = importlib.resources.files("kafka.protocol.schemas.resources").joinpath(f"{name}.json").read_text()
+    except FileNotFoundError:
+        raise KeyError(f"no schema for message {name!r}") from None
+    data = _load_json_text(text)
+    if name in _VALID_VERSIONS_OVERRIDE:
+        data["validVersions"] = _VALID_VERSIONS_OVERRIDE[name]
+    return data
+
+
+def parse_versions(spec: str | None) -> tuple[int, int] | None:
+    """'3+' -> (3, 32767); '1-4' -> (1, 4); '2' -> (2, 2); 'none'/None -> None."""
+    if spec is None or spec == "none":
+        return None
+    m = _VERSIONS_RE.match(spec.strip())
+    if not m:
+        raise ValueError(f"bad version range {spec!r}")
+    lo = int(m.group(1))
+    if m.group(2):
+        return lo, 0x7FFF
+    if m.group(3):
+        return lo, int(m.group(3))
+    return lo, lo
+
+
+def _in(rng: tuple[int, int] | None, v: int) -> bool:
+    return rng is not None and rng[0] <= v <= rng[1]
+
+
+_SNAKE1 = re.compile(r"(.)([A-Z][a-z]+)")
+_SNAKE2 = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def snake(name: str) -> str:
+    """Kafka's CamelCase field names in Python style: ``IsrNodes`` -> ``isr_nodes``."""
+    return _SNAKE2.sub(r"\1_\2", _SNAKE1.sub(r"\1_\2", name)).lower()
+
+
+# ---------------------------------------------------------------------------------------------
+# The field model
+
+
+_SCALARS = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+    "uint32": ("I", 4),
+    "int64": ("q", 8),
+    "float64": ("d", 8),
+}
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass
+class FieldSpec:
+    name: str  # python attribute name
+    json_name: str
+    type: str  # scalar name, 'string', 'bytes', 'records', 'uuid', 'bool', 'struct' or 'array'
+    versions: tuple[int, int] | None
+    nullable: tuple[int, int] | None
+    tagged: tuple[int, int] | None
+    tag: int | None
+    default_spec: Any
+    item: FieldSpec | None = None  # for arrays: element type
+    struct: StructSpec | None = None  # for structs and arrays of structs
+    zero_copy: bool = False
+
+
+@dataclass
+class StructSpec:
+    name: str
+    fields: list[FieldSpec] = field(default_factory=list)
+    cls: type[Struct] | None = None
+
+
+class Struct:
+    """Base of every generated message class: slots, equality, repr and dict conversion."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+    def to_dict(self) -> dict[str, Any]:
+        def conv(v: Any) -> Any:
+            if isinstance(v, Struct):
+                return v.to_dict()
+            if isinstance(v, list):
+                return [conv(x) for x in v]
+            if isinstance(v, memoryview):
+                return bytes(v)
+            return v
+
+        return {f: conv(getattr(self, f)) for f in self._fields}
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_MISSING = _Missing()
+
+
+def _parse_default(ftype: str, spec: Any, nullable_somewhere: bool) -> Any:
+    """A field's default value, as Kafka's generator derives it."""
+    if spec == "null":
+        return None
+    if ftype.startswith("[]"):
+        return []  # arrays default to empty (a fresh list per instance, see _make_struct_class)
+    if ftype in _SCALARS:
+        return float(spec) if ftype == "float64" and spec is not None else (int(str(spec), 0) if spec is not None else 0)
+    if ftype == "bool":
+        return str(spec).lower() == "true" if spec is not None else False
+    if ftype == "string":
+        return spec if spec is not None else ""
+    if ftype == "bytes":
+        return b""
+    if ftype == "records":
+        return None
+    if ftype == "uuid":
+        return ZERO_UUID
+    return _MISSING  # struct: a default-constructed instance
+
+
+def _build_struct(name: str, fields_json: list[dict[str, Any]], common: dict[str, list[dict[str, Any]]],
+                  namespace: str, registry: dict[str, StructSpec]) -> StructSpec:
+    spec = StructSpec(name=name)
+    registry[name] = spec
+    for fj in fields_json:
+        ftype = fj["type"]
+        nullable = parse_versions(fj.get("nullableVersions"))
+        fs = FieldSpec(
+            name=snake(fj["name"]),
+            json_name=fj["name"],
+            type="",
+            versions=parse_versions(fj.get("versions")),
+            nullable=nullable,
+            tagged=parse_versions(fj.get("taggedVersions")),
+            tag=fj.get("tag"),
+            default_spec=_parse_default(ftype, fj.get("default"), nullable is not None),
+            zero_copy=bool(fj.get("zeroCopy")),
+        )
+        if ftype.startswith("[]"):
+            fs.type = "array"
+            inner = ftype[2:]
+            if inner[:1].isupper():
+                sub = fj.get("fields", common.get(inner))
+                if sub is None:
+                    raise KeyError(f"{namespace}: unknown struct type {inner}")
+                st = registry.get(inner) or _build_struct(inner, sub, common, namespace, registry)
+                fs.item = FieldSpec(inner, inner, "struct", fs.versions, None, None, None, _MISSING, struct=st)
+            else:
+                fs.item = FieldSpec(inner, inner, inner, fs.versions, None, None, None, None)
+        elif ftype[:1].isupper():
+            fs.type = "struct"
+            sub = fj.get("fields", common.get(ftype))
+            if sub is None:
+                raise KeyError(f"{namespace}: unknown struct type {ftype}")
+            fs.struct = registry.get(ftype) or _build_struct(ftype, sub, common, namespace, registry)
+        else:
+            fs.type = ftype
+        spec.fields.append(fs)
+    return spec
+
+
+def _make_struct_class(spec: StructSpec, qualname: str) -> type[Struct]:
+    names = tuple(f.name for f in spec.fields)
+    args, body, env = [], [], {"_MISSING": _MISSING}
+    for i, f in enumerate(spec.fields):
+        d = f.default_spec
+        if f.type == "array" and d == []:
+            args.append(f"{f.name}=_MISSING")
+            body.append(f"    self.{f.name} = [] if {f.name} is _MISSING else {f.name}")
+        elif f.type == "struct" and d is _MISSING:
+            env[f"_S{i}"] = f.struct
+            args.append(f"{f.name}=_MISSING")
+            body.append(f"    self.{f.name} = _S{i}.cls() if {f.name} is _MISSING else {f.name}")
+        else:
+            env[f"_D{i}"] = d
+            args.append(f"{f.name}=_D{i}")
+            body.append(f"    self.{f.name} = {f.name}")
+    src = f"def __init__(self, {', '.join(args)}):\n" + ("\n".join(body) or "    pass") + "\n"
+    if not names:
+        src = "def __init__(self):\n    pass\n"
+    exec(src, env)  # noqa: S102 - generated from the schema, not from input
+    cls = type(spec.name, (Struct,), {"__slots__": names, "_fields": names, "__init__": env["__init__"],
+                                      "__qualname__": qualname})
+    return cls
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime helpers the generated code calls
+
+
+_u = struct.unpack_from
+_S_I8, _S_I16, _S_I32, _S_I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_S_U16, _S_U32, _S_F64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">d")
+
+
+def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
+    """Unsigned LEB128 varint as used by flexible versions (at most 5 bytes for a 32-bit value)."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if shift > 28:
+            raise ProtocolError("unsigned varint longer than 5 bytes")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            if result > 0xFFFFFFFF:
+                raise ProtocolError("unsigned varint exceeds 32 bits")
+            return result, pos
+        shift += 7
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    if value < 0:
+        raise ValueError("unsigned varint cannot be negative")
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    write_uvarint(out, value)
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """``length`` bytes of the open file ``fd`` starting at ``position``: sent with ``sendfile``."""
+
+    fd: int
+    position: int
+    length: int
+
+
+class FileRegions(list):  # type: ignore[type-arg]
+    """A records value made of file regions (and possibly in-memory chunks) rather than bytes."""
+
+    @property
+    def size(self) -> int:
+        return sum(r.length if isinstance(r, FileRegion) else len(r) for r in self)
+
+
+class Output(bytearray):
+    """Encoder output: bytes, plus file regions spliced in at recorded positions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.splices: list[tuple[int, FileRegions]] = []
+
+    def parts(self) -> list[bytes | memoryview | FileRegion]:
+        """The message as a list of byte chunks and ``FileRegion``s, in wire order."""
+        if not self.splices:
+            return [bytes(self)]
+        view = memoryview(self)
+        out: list[bytes | memoryview | FileRegion] = []
+        last = 0
+        for at, regions in self.splices:
+            if at > last:
+                out.append(view[last:at])
+            out.extend(regions)
+            last = at
+        if last < len(self):
+            out.append(view[last:])
+        return out
+
+    @property
+    def total_size(self) -> int:
+        return len(self) + sum(r.size for _, r in self.splices)
+
+
+def _read_string(buf: Any, pos: int, n: int) -> tuple[str, int]:
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError("string runs past the end of the message")
+    return str(buf[pos:end], "utf-8"), end
+
+
+def _read_bytes(buf: Any, pos: int, n: int, copy: bool) -> tuple[Any, int]:
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError("bytes field runs past the end of the message")
+    v = buf[pos:end]
+    return (bytes(v) if copy else v), end
+
+
+def _check_count(buf: Any, pos: int, n: int) -> None:
+    # Every element takes at least one byte on the wire; refusing counts above the remaining size
+    # stops a tiny frame from claiming billions of elements.
+    if n < 0 or n > len(buf) - pos:
+        raise ProtocolError(f"array length {n} is invalid for {len(buf) - pos} remaining bytes")
+
+
+def _put_records(out: Output, value: Any, compact: bool, nullable: bool) -> None:
+    if value is None:
+        if not nullable:
+            raise ValueError("records field is not nullable in this version")
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+        return
+    if isinstance(value, FileRegions):
+        n = value.size
+        if compact:
+            write_uvarint(out, n + 1)
+        else:
+            out += _S_I32.pack(n)
+        out.splices.append((len(out), value))
+        return
+    n = len(value) if not isinstance(value, memoryview) else value.nbytes
+    if compact:
+        write_uvarint(out, n + 1)
+    else:
+        out += _S_I32.pack(n)
+    out += value
+
+
+def _enc_str(s: str) -> bytes:
+    return s.encode("utf-8")
+
+
+_HELPERS: dict[str, Any] = {
+    "_u": _u, "_S_I8": _S_I8, "_S_I16": _S_I16, "_S_I32": _S_I32, "_S_I64": _S_I64, "_S_U16": _S_U16,
+    "_S_U32": _S_U32, "_S_F64": _S_F64, "read_uvarint": read_uvarint, "write_uvarint": write_uvarint,
+    "_read_string": _read_string, "_read_bytes": _read_bytes, "_check_count": _check_count,
+    "_put_records": _put_records, "ProtocolError": ProtocolError, "UUID": uuid.UUID, "ZERO_UUID": ZERO_UUID,
+    "_enc_str": _enc_str, "Output": Output,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Code generation
+
+
+class _Gen:
+    """Generates decode/encode functions for the structs of one message at one version."""
+
+    def __init__(self, message: str, version: int, flexible: bool) -> None:
+        self.message = message
+        self.version = version
+        self.flexible = flexible
+        self.env: dict[str, Any] = dict(_HELPERS)
+        self.sources: list[str] = []
+        self.done: set[str] = set()
+        self.n = 0
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"_t{self.n}"
+
+    # -- decoding -------------------------------------------------------------------------------
+
+    def dec_fn(self, spec: StructSpec) -> str:
+        fname = f"dec_{spec.name}"
+        if fname in self.done:
+            return fname
+        self.done.add(fname)
+        v = self.version
+        lines = [f"def {fname}(buf, pos):"]
+        present = [f for f in spec.fields if _in(f.versions, v) and not _in(f.tagged, v)]
+        tagged = [f for f in spec.fields if _in(f.versions, v) and _in(f.tagged, v)]
+        values: dict[str, str] = {}
+        for f in present:
+            var = f"v_{f.name}"
+            self.dec_value(f, var, lines, 1, nullable=_in(f.nullable, v))
+            values[f.name] = var
+        if self.flexible:
+            for f in tagged:
+                values[f.name] = f"v_{f.name}"
+                env_name = f"_TD_{spec.name}_{f.name}"
+                self.env[env_name] = f.default_spec
+                if f.type == "struct" or (f.type == "array" and f.default_spec == []):
+                    lines.append(f"    v_{f.name} = _MISSING_")
+                else:
+                    lines.append(f"    v_{f.name} = {env_name}")
+            lines.append("    ntag, pos = read_uvarint(buf, pos)")
+            lines.append("    for _ in range(ntag):")
+            lines.append("        tag, pos = read_uvarint(buf, pos)")
+            lines.append("        size, pos = read_uvarint(buf, pos)")
+            lines.append("        end = pos + size")
+            lines.append("        if end > len(buf):")
+            lines.append("            raise ProtocolError('tagged field runs past the end of the message')")
+            first = True
+            for f in tagged:
+                kw = "if" if first else "elif"
+                first = False
+                lines.append(f"        {kw} tag == {f.tag}:")
+                self.dec_value(f, f"v_{f.name}", lines, 3, nullable=_in(f.nullable, v))
+                lines.append("            if pos != end:")
+                lines.append("                raise ProtocolError('tagged field size does not match its content')")
+            if tagged:
+                lines.append("        else:")
+                lines.append("            pos = end")
+            else:
+                lines.append("        pos = end")
+        self.env[f"_C_{spec.name}"] = spec.cls
+        self.env["_MISSING_"] = _MISSING
+        args = []
+        for f in spec.fields:
+            if f.name in values:
+                args.append(values[f.name])
+            elif f.type == "struct" or (f.type == "array" and f.default_spec == []):
+                args.append("_MISSING_")  # the generated __init__ makes a fresh default
+            else:
+                self.env[f"_FD_{spec.name}_{f.name}"] = f.default_spec
+                args.append(f"_FD_{spec.name}_{f.name}")
+        call_args = ", ".join(args)
+        lines.append(f"    return _C_{spec.name}({call_args}), pos")
+        self.sources.append("\n".join(lines))
+        return fname
+
+    def dec_value(self, f: FieldSpec, var: str, lines: list[str], ind: int, nullable: bool) -> None:
+        p = "    " * ind
+        t = f.type
+        flex = self.flexible
+        if t in _SCALARS:
+            fmt, size = _SCALARS[t]
+            lines.append(f"{p}{var} = _S_{_struct_name(t)}.unpack_from(buf, pos)[0]; pos += {size}")
+        elif t == "bool":
+            lines.append(f"{p}{var} = buf[pos] != 0; pos += 1")
+        elif t == "uuid":
+            lines.append(f"{p}if pos + 16 > len(buf): raise ProtocolError('uuid runs past the end of the message')")
+            lines.append(f"{p}{var} = UUID(bytes=bytes(buf[pos:pos + 16])); pos += 16")
+        elif t in ("string", "bytes", "records"):
+            if flex:
+                lines.append(f"{p}n, pos = read_uvarint(buf, pos); n -= 1")
+            elif t == "string":
+                lines.append(f"{p}n = _S_I16.unpack_from(buf, pos)[0]; pos += 2")
+            else:
+                lines.append(f"{p}n = _S_I32.unpack_from(buf, pos)[0]; pos += 4")
+            lines.append(f"{p}if n < 0:")
+            if nullable:
+                lines.append(f"{p}    {var} = None")
+            else:
+                lines.append(f"{p}    raise ProtocolError('non-nullable field {f.json_name} is null')")
+            lines.append(f"{p}else:")
+            if t == "string":
+                lines.append(f"{p}    {var}, pos = _read_string(buf, pos, n)")
+            else:
+                copy = t == "bytes" and not f.zero_copy
+                lines.append(f"{p}    {var}, pos = _read_bytes(buf, pos, n, {copy})")
+        elif t == "struct":
+            fn = self.dec_fn(f.struct)  # type: ignore[arg-type]
+            if nullable:
+                lines.append(f"{p}if _S_I8.unpack_from(buf, pos)[0] < 0:")
+                lines.append(f"{p}    {var} = None; pos += 1")
+                lines.append(f"{p}else:")
+                lines.append(f"{p}    pos += 1")
+                lines.append(f"{p}    {var}, pos = {fn}(buf, pos)")
+            else:
+                lines.append(f"{p}{var}, pos = {fn}(buf, pos)")
+        elif t == "array":
+            if flex:
+                lines.append(f"{p}n, pos = read_uvarint(buf, pos); n -= 1")
+            else:
+                lines.append(f"{p}n = _S_I32.unpack_from(buf, pos)[0]; pos += 4")
+            lines.append(f"{p}if n < 0:")
+            if nullable:
+                lines.append(f"{p}    {var} = None")
+            else:
+                lines.append(f"{p}    raise ProtocolError('non-nullable array {f.json_name} is null')")
+            lines.append(f"{p}else:")
+            lines.append(f"{p}    _check_count(buf, pos, n)")
+            item = f.item
+            assert item is not None
+            if item.type in _SCALARS:
+                fmt, size = _SCALARS[item.type]
+                lines.append(f"{p}    if pos + n * {size} > len(buf): raise ProtocolError('array runs past the end')")
+                lines.append(f"{p}    {var} = list(_u('>%d{fmt}' % n, buf, pos)); pos += n * {size}")
+            else:
+                lines.append(f"{p}    {var} = []")
+                lines.append(f"{p}    _app = {var}.append")
+                lines.append(f"{p}    for _ in range(n):")
+                self.dec_value(item, "_e", lines, ind + 2, nullable=False)
+                lines.append(f"{p}        _app(_e)")
+        else:
+            raise ValueError(f"unsupported type {t}")
+
+    # -- encoding -------------------------------------------------------------------------------
+
+    def enc_fn(self, spec: StructSpec) -> str:
+        fname = f"enc_{spec.name}"
+        if fname in self.done:
+            return fname
+        self.done.add(fname)
+        v = self.version
+        lines = [f"def {fname}(o, out):"]
+        for f in spec.fields:
+            if _in(f.versions, v) and not _in(f.tagged, v):
+                self.enc_value(f, f"o.{f.name}", lines, 1, nullable=_in(f.nullable, v))
+        if self.flexible:
+            tagged = sorted((f for f in spec.fields if _in(f.versions, v) and _in(f.tagged, v)),
+                            key=lambda f: f.tag or 0)
+            if not tagged:
+                lines.append("    out.append(0)")
+            else:
+                lines.append("    tags = []")
+                for f in tagged:
+                    dname = f"_TE_{spec.name}_{f.name}"
+                    if f.type == "struct":
+                        self.env[dname] = f.struct
+                        cond = f"o.{f.name} is not None and o.{f.name} != {dname}.cls()"
+                    elif f.type == "array":
+                        cond = f"o.{f.name}" if f.default_spec == [] else f"o.{f.name} is not None"
+                        self.env[dname] = f.default_spec
+                    else:
+                        self.env[dname] = f.default_spec
+                        cond = f"o.{f.name} != {dname}"
+                    lines.append(f"    if {cond}:")
+                    lines.append("        sub = Output()")
+                    self.enc_value(f, f"o.{f.name}", lines, 2, nullable=_in(f.nullable, v), out="sub")
+                    lines.append(f"        tags.append(({f.tag}, sub))")
+                lines.append("    write_uvarint(out, len(tags))")
+                lines.append("    for tag, sub in tags:")
+                lines.append("        write_uvarint(out, tag); write_uvarint(out, len(sub)); out += sub")
+        if len(lines) == 1:
+            lines.append("    pass")
+        self.sources.append("\n".join(lines))
+        return fname
+
+    def enc_value(self, f: FieldSpec, expr: str, lines: list[str], ind: int, nullable: bool,
+                  out: str = "out") -> None:
+        p = "    " * ind
+        t = f.type
+        flex = self.flexible
+        if t in _SCALARS:
+            lines.append(f"{p}{out} += _S_{_struct_name(t)}.pack({expr})")
+        elif t == "bool":
+            lines.append(f"{p}{out}.append(1 if {expr} else 0)")
+        elif t == "uuid":
+            lines.append(f"{p}{out} += ({expr} or ZERO_UUID).bytes")
+        elif t == "string":
+            tv = self.tmp()
+            lines.append(f"{p}{tv} = {expr}")
+            lines.append(f"{p}if {tv} is None:")
+            if nullable:
+                lines.append(f"{p}    {out} += {_null16(flex)}")
+            else:
+                lines.append(f"{p}    raise ValueError('{f.json_name} is not nullable')")
+            lines.append(f"{p}else:")
+            lines.append(f"{p}    {tv} = {tv}.encode('utf-8')")
+            if flex:
+                lines.append(f"{p}    write_uvarint({out}, len({tv}) + 1)")
+            else:
+                lines.append(f"{p}    {out} += _S_I16.pack(len({tv}))")
+            lines.append(f"{p}    {out} += {tv}")
+        elif t == "bytes":
+            tv = self.tmp()
+            lines.append(f"{p}{tv} = {expr}")
+            lines.append(f"{p}if {tv} is None:")
+            if nullable:
+                lines.append(f"{p}    {out} += {_null32(flex)}")
+            else:
+                lines.append(f"{p}    raise ValueError('{f.json_name} is not nullable')")
+            lines.append(f"{p}else:")
+            if flex:
+                lines.append(f"{p}    write_uvarint({out}, len({tv}) + 1)")
+            else:
+                lines.append(f"{p}    {out} += _S_I32.pack(len({tv}))")
+            lines.append(f"{p}    {out} += {tv}")
+        elif t == "records":
+            lines.append(f"{p}_put_records({out}, {expr}, {flex}, {nullable})")
+        elif t == "struct":
+            fn = self.enc_fn(f.struct)  # type: ignore[arg-type]
+            if nullable:
+                tv = self.tmp()
+                lines.append(f"{p}{tv} = {expr}")
+                lines.append(f"{p}if {tv} is None:")
+                lines.append(f"{p}    {out}.append(255)")
+                lines.append(f"{p}else:")
+                lines.append(f"{p}    {out}.append(1)")
+                lines.append(f"{p}    {fn}({tv}, {out})")
+            else:
+                lines.append(f"{p}{fn}({expr}, {out})")
+        elif t == "array":
+            tv = self.tmp()
+            lines.append(f"{p}{tv} = {expr}")
+            lines.append(f"{p}if {tv} is None:")
+            if nullable:
+                lines.append(f"{p}    {out} += {_null32(flex)}")
+            else:
+                lines.append(f"{p}    raise ValueError('{f.json_name} is not nullable')")
+            lines.append(f"{p}else:")
+            if flex:
+                lines.append(f"{p}    write_uvarint({out}, len({tv}) + 1)")
+            else:
+                lines.append(f"{p}    {out} += _S_I32.pack(len({tv}))")
+            item = f.item
+            assert item is not None
+            if item.type in _SCALARS:
+                fmt, _size = _SCALARS[item.type]
+                lines.append(f"{p}    {out} += struct_pack('>%d{fmt}' % len({tv}), *{tv})")
+                self.env["struct_pack"] = struct.pack
+            else:
+                ev = self.tmp()
+                lines.append(f"{p}    for {ev} in {tv}:")
+                self.enc_value(item, ev, lines, ind + 2, nullable=False, out=out)
+        else:
+            raise ValueError(f"unsupported type {t}")
+
+
+def _null16(flex: bool) -> str:
+    """Source text of a null string: compact length 0, or classic int16 -1."""
+    return "b'\\x00'" if flex else "b'\\xff\\xff'"
+
+
+def _null32(flex: bool) -> str:
+    """Source text of a null bytes/array: compact length 0, or classic int32 -1."""
+    return "b'\\x00'" if flex else "b'\\xff\\xff\\xff\\xff'"
+
+
+def _struct_name(t: str) -> str:
+    return {"int8": "I8", "int16": "I16", "uint16": "U16", "int32": "I32", "uint32": "U32", "int64": "I64",
+            "float64": "F64"}[t]
+
+
+# ---------------------------------------------------------------------------------------------
+# Public message types
+
+
+class MessageType:
+    """One request or response schema, with lazily compiled codecs per version."""
+
+    def __init__(self, name: str) -> None:
+        data = load_schema(name)
+        self.name = name
+        self.api_key: int | None = data.get("apiKey")
+        self.kind: str = data["type"]  # 'request', 'response', 'header' or 'data'
+        valid = parse_versions(data.get("validVersions"))
+        assert valid is not None
+        self.valid_versions = valid
+        self.flexible_versions = parse_versions(data.get("flexibleVersions"))
+        common = {s["name"]: s["fields"] for s in data.get("commonStructs", [])}
+        registry: dict[str, StructSpec] = {}
+        self.root = _build_struct(name, data.get("fields", []), common, name, registry)
+        self.structs = registry
+        for sname, spec in registry.items():
+            spec.cls = _make_struct_class(spec, f"{name}.{sname}" if sname != name else name)
+            if sname != name:
+                setattr(self, sname, spec.cls)
+        self.cls: type[Struct] = self.root.cls  # type: ignore[assignment]
+        self._decoders: dict[int, Callable[[Any, int], tuple[Struct, int]]] = {}
+        self._encoders: dict[int, Callable[[Struct, Output], None]] = {}
+        self._sources: dict[int, str] = {}
+
+    def __call__(self, **kwargs: Any) -> Struct:
+        return self.cls(**kwargs)
+
+    def is_flexible(self, version: int) -> bool:
+        return _in(self.flexible_versions, version)
+
+    def _compile(self, version: int) -> None:
+        if not self.valid_versions[0] <= version <= self.valid_versions[1]:
+            raise ValueError(f"{self.name} has no version {version}")
+        gen = _Gen(self.name, version, self.is_flexible(version))
+        dec = gen.dec_fn(self.root)
+        enc = gen.enc_fn(self.root)
+        src = "\n\n".join(gen.sources) + "\n"
+        code = compile(src, f"<kafkette {self.name} v{version}>", "exec")
+        exec(code, gen.env)  # noqa: S102 - generated from the schema, not from input
+        self._decoders[version] = gen.env[dec]
+        self._encoders[version] = gen.env[enc]
+        self._sources[version] = src
+
+    def decoder(self, version: int) -> Callable[[Any, int], tuple[Struct, int]]:
+        fn = self._decoders.get(version)
+        if fn is None:
+            self._compile(version)
+            fn = self._decoders[version]
+        return fn
+
+    def encoder(self, version: int) -> Callable[[Struct, Output], None]:
+        fn = self._encoders.get(version)
+        if fn is None:
+            self._compile(version)
+            fn = self._encoders[version]
+        return fn
+
+    def source(self, version: int) -> str:
+        """The generated Python source for ``version`` (for debugging and docs)."""
+        self.decoder(version)
+        return self._sources[version]
+
+    def decode(self, buf: Any, version: int, pos: int = 0, *, exact: bool = True) -> tuple[Struct, int]:
+        """Decode a message body at ``pos``. With ``exact``, trailing bytes are a ProtocolError."""
+        fn = self.decoder(version)
+        try:
+            msg, end = fn(buf, pos)
+        except ProtocolError:
+            raise
+        except (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, TypeError) as e:
+            raise ProtocolError(f"malformed {self.name} v{version}: {e}") from None
+        if exact and end != len(buf):
+            raise ProtocolError(f"{len(buf) - end} trailing bytes after {self.name} v{version}")
+        return msg, end
+
+    def encode_into(self, msg: Struct, version: int, out: Output) -> None:
+        self.encoder(version)(msg, out)
+
+    def encode(self, msg: Struct, version: int) -> bytes:
+        """Encode to bytes (file-region records are not allowed here; use encode_into)."""
+        out = Output()
+        self.encoder(version)(msg, out)
+        if out.splices:
+            raise ValueError("message holds file regions; use encode_into and Output.parts()")
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return f"<MessageType {self.name} v{self.valid_versions[0]}-{self.valid_versions[1]}>"
+
+
+@cache
+def message_type(name: str) -> MessageType:
+    return MessageType(name)
+
+
+def iter_struct_specs(spec: StructSpec) -> Iterator[StructSpec]:
+    yield spec
+    for f in spec.fields:
+        sub = f.struct or (f.item.struct if f.item else None)
+        if sub is not None and sub is not spec:
+            yield from iter_struct_specs(sub)

@@ -1,0 +1,156 @@
+"""Record batch v2 headers as the storage layer sees them: fixed-offset fields, never the records.
+
+The log works on batch headers only (61 bytes); record-level work (compaction, timestamp lookup inside a
+batch) goes through ``protocol.records``. Layout (big endian)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 | crc uint32 |
+    attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64 |
+    producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32
+
+``batchLength`` counts the bytes after itself, so a batch occupies ``batchLength + 12`` bytes. The CRC
+(CRC-32C) covers attributes to the end; baseOffset and partitionLeaderEpoch sit outside it so a leader
+can stamp them in place.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+HEADER = struct.Struct(">qiiBIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+CRC_START = 21
+MAGIC_V2 = 2
+OFFSET_FIELD = struct.Struct(">q")
+EPOCH_FIELD = struct.Struct(">i")
+EPOCH_OFFSET = 12
+LENGTH_FIELD = struct.Struct(">qi")
+
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+TIMESTAMP_TYPE_FLAG = 0x08
+COMPRESSION_MASK = 0x07
+NO_PRODUCER_ID = -1
+NO_TIMESTAMP = -1
+
+
+class BatchHeader(NamedTuple):
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % (1 << 31)
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    return BatchHeader(pos, *HEADER.unpack_from(buf, pos))
+
+
+def header_is_sane(h: BatchHeader) -> bool:
+    """Size and magic checks that need no CRC (Kafka's FileLogInputStream + DefaultRecordBatch checks)."""
+    return (
+        h.magic == MAGIC_V2
+        and h.batch_length >= MIN_BATCH_LENGTH
+        and h.last_offset_delta >= 0
+        and h.records_count >= 0
+        and h.base_offset >= 0
+    )
+
+
+def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
+    """CRC-32C of attributes..end against the stored crc; ``batch`` is exactly one batch."""
+    stored = struct.unpack_from(">I", batch, 17)[0]
+    return crc32c(memoryview(batch)[CRC_START:]) == stored
+
+
+def iter_buffer_headers(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
+    """Headers of the batches that tile ``buf``; raises ValueError when they do not tile it exactly."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise ValueError(f"truncated batch header at byte {pos}")
+        h = parse_header(buf, pos)
+        if not header_is_sane(h) or pos + h.size > end:
+            raise ValueError(f"invalid batch at byte {pos}")
+        yield h
+        pos += h.size
+
+
+def read_headers(fd: int, start: int, end: int, window: int = 64 * 1024) -> Iterator[BatchHeader]:
+    """Headers of the batches in file ``fd`` between ``start`` and ``end`` (exclusive), read in windows.
+
+    Stops silently at a header that would run past ``end`` or fails the size checks; callers that must
+    know (recovery) compare the last position reached with ``end``.
+    """
+    pos = start
+    buf = b""
+    buf_start = start
+    while pos + LOG_OVERHEAD <= end:
+        rel = pos - buf_start
+        if rel < 0 or rel + HEADER_SIZE > len(buf):
+            want = min(window, end - pos)
+            if want < HEADER_SIZE:
+                want = end - pos
+            buf = os.pread(fd, want, pos)
+            buf_start = pos
+            rel = 0
+            if len(buf) < HEADER_SIZE:
+                return
+        h = BatchHeader(pos, *HEADER.unpack_from(buf, rel))
+        if not header_is_sane(h) or pos + h.size > end:
+            return
+        yield h
+        pos += h.size
+
+
+def read_header_at(fd: int, pos: int) -> BatchHeader | None:
+    data = os.pread(fd, HEADER_SIZE, pos)
+    if len(data) < HEADER_SIZE:
+        return None
+    return BatchHeader(pos, *HEADER.unpack_from(data, 0))
