@@ -110,7 +110,14 @@ def decompress(
             raise CorruptRecordError(f"unknown compression codec id {codec}")
     except CorruptRecordError:
         raise
-    except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError, RuntimeError, ValueError, EOFError) as exc:
+    except (
+        zlib.error,
+        cramjam.DecompressionError,
+        zstandard.ZstdError,
+        RuntimeError,
+        ValueError,
+        EOFError,
+    ) as exc:
         # lz4.frame reports bad frames as RuntimeError; the others have their own error types.
         name = _codec_name(codec)
         raise CorruptRecordError(f"invalid {name} compressed data: {exc}") from exc
@@ -186,7 +193,9 @@ def _snappy_decode(data: bytes | bytearray | memoryview, limit: int) -> bytes:
         (size,) = _INT32.unpack_from(view, pos)
         pos += 4
         if size < 0 or size > end - pos:
-            raise CorruptRecordError(f"xerial snappy block length {size} exceeds the remaining {end - pos} bytes")
+            raise CorruptRecordError(
+                f"xerial snappy block length {size} exceeds the remaining {end - pos} bytes"
+            )
         out += _snappy_raw(view[pos : pos + size], limit - len(out))
         pos += size
     return bytes(out)

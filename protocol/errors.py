@@ -35,6 +35,7 @@ class ErrorInfo:
 
 # (code, Kafka name, retriable, our default message). Kept as one literal table so a reviewer can
 # hold it next to Kafka's enum; ErrorCode and the lookup dict below are derived from it.
+# fmt: off
 _TABLE: tuple[tuple[int, str, bool, str], ...] = (
     (-1, "UNKNOWN_SERVER_ERROR", False, "The broker failed unexpectedly while handling the request."),
     (0, "NONE", False, "No error."),
@@ -172,12 +173,15 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
     (132, "STREAMS_TOPOLOGY_FENCED", False, "The streams topology epoch is outdated."),
     (133, "SHARE_SESSION_LIMIT_REACHED", True, "The broker has reached its limit of share sessions."),
 )
+# fmt: on
 
 # Members are Kafka's names, so ErrorCode.NOT_LEADER_OR_FOLLOWER == 6 and ErrorCode(6).name matches.
 ErrorCode = IntEnum("ErrorCode", [(name, code) for code, name, _, _ in _TABLE], module=__name__)
 ErrorCode.__doc__ = "Kafka error codes, named as in Kafka's ``Errors`` enum."
 
-ERRORS: dict[int, ErrorInfo] = {code: ErrorInfo(code, name, retriable, msg) for code, name, retriable, msg in _TABLE}
+ERRORS: dict[int, ErrorInfo] = {
+    code: ErrorInfo(code, name, retriable, msg) for code, name, retriable, msg in _TABLE
+}
 
 
 def error_info(code: int) -> ErrorInfo:
