@@ -1,0 +1,250 @@
+"""One broker process: startup, the listeners, background duties and graceful shutdown.
+
+Startup follows Kafka's ZooKeeper-mode order: ZooKeeper session and cluster id, log recovery, the
+listeners, broker registration (whose czxid is the broker epoch), then controller election. Every
+broker runs the elector; the winner also runs the controller in this same event loop.
+
+SIGTERM is a graceful shutdown: controlled shutdown through the controller (leadership moves away
+first), stop accepting connections, let in-flight requests finish, flush and checkpoint the logs and
+write the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import time
+from typing import Any
+
+from broker.connection import Connection, ConnectionStats
+from broker.kafka_apis import KafkaApis
+from broker.listeners import Endpoint, parse_listeners, parse_protocol_map
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from controller import zk_data as zd
+from controller.zk_client import KafkaZkClient
+from storage.config import BrokerConfig, ConfigError, LogConfig
+from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id: int = config.get("broker.id")
+        pmap = parse_protocol_map(config.get("listener.security.protocol.map"))
+        self.listeners = parse_listeners("listeners", config.get("listeners"), pmap)
+        adv = config.get("advertised.listeners")
+        self.advertised = parse_listeners("advertised.listeners", adv, pmap) if adv else self.listeners
+        self.inter_broker_listener: str = config.get("inter.broker.listener.name") or "PLAINTEXT"
+        if self.inter_broker_listener not in {e.name for e in self.advertised}:
+            raise ConfigError("inter.broker.listener.name", self.inter_broker_listener,
+                              "must name one of the advertised listeners")
+        if not config.get("zookeeper.connect"):
+            raise ConfigError("zookeeper.connect", "", "is required (kafkette runs in ZooKeeper mode)")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.zk: KafkaZkClient | None = None
+        self.cluster_id: str | None = None
+        self.broker_epoch = -1
+        self.metadata = MetadataCache(self.broker_id)
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.apis = KafkaApis(self)
+        self.stats = ConnectionStats()
+        self.connections: set[Connection] = set()
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._servers: list[socket.socket] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._stopping: asyncio.Event | None = None  # created in run(), inside the loop
+        self.started_at = time.time()
+        self.services: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------------------------
+    # Configuration views
+
+    def topic_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_broker(self.config, self._topic_overrides.get(topic, {}), strict=False)
+
+    def set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None:
+        self._topic_overrides[topic] = dict(overrides)
+        if self.replica_manager is not None:
+            self.replica_manager.on_topic_config_change(topic)
+
+    async def zk_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking ZooKeeper call off the event loop."""
+        assert self.loop is not None
+        return await self.loop.run_in_executor(None, lambda: fn(*args, **kwargs))
+
+    # ------------------------------------------------------------------------------------------------
+    # Lifecycle
+
+    async def run(self) -> int:
+        self.loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                self.loop.add_signal_handler(sig, self._stopping.set)
+        try:
+            await self.startup()
+        except Exception:
+            log.exception("broker %d failed to start", self.broker_id)
+            await self.shutdown()
+            return 1
+        log.info("[KafkaServer id=%d] started (cluster id %s, listeners %s)", self.broker_id, self.cluster_id,
+                 ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
+        await self._stopping.wait()
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        await self.shutdown()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+        return 0
+
+    def request_stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def startup(self) -> None:
+        cfg = self.config
+        self.zk = KafkaZkClient(cfg.get("zookeeper.connect"), cfg.get("zookeeper.session.timeout.ms"),
+                                cfg.get("zookeeper.connection.timeout.ms"), name=f"broker-{self.broker_id}")
+        await self.zk_call(self.zk.start)
+        await self.zk_call(self.zk.create_top_level_paths)
+        self.cluster_id = await self.zk_call(self.zk.get_or_create_cluster_id)
+        self.metadata.cluster_id = self.cluster_id
+        await self._load_dynamic_configs()
+        self.log_manager = LogManager(
+            list(cfg.log_dir_list), broker_id=self.broker_id, cluster_id=self.cluster_id,
+            default_config=LogConfig.from_broker(cfg, {}), topic_config=self.topic_config,
+            on_dir_offline=self._on_dir_offline,
+            retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
+            flush_offset_checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"),
+            flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"))
+        await self.loop.run_in_executor(None, self.log_manager.startup)  # type: ignore[union-attr]
+        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.metadata,
+                                              self.topic_config)
+        from broker.services import start_services
+
+        await start_services(self)
+        await self._start_listeners()
+        self.broker_epoch = await self.zk_call(self.zk.register_broker, self._registration())
+        from broker.controller_glue import start_controller_services
+
+        await start_controller_services(self)
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    def _registration(self) -> zd.BrokerRegistration:
+        eps = tuple(zd.EndPoint(host=self._advertised_host(e), port=self.bound.get(e.name, (e.host, e.port))[1]
+                                if e.port == 0 else e.port, listener_name=e.name,
+                                security_protocol=e.security_protocol) for e in self.advertised)
+        return zd.BrokerRegistration(broker_id=self.broker_id, endpoints=eps, rack=self.config.get("broker.rack"))
+
+    def _advertised_host(self, e: Endpoint) -> str:
+        return e.advertised_host
+
+    async def _load_dynamic_configs(self) -> None:
+        assert self.zk is not None
+        topics = await self.zk_call(self.zk.get_all_entities_with_config, zd.CONFIG_TYPE_TOPIC)
+        if topics:
+            configs = await self.zk_call(self.zk.get_topic_configs, topics)
+            for t, c in configs.items():
+                self._topic_overrides[t] = c
+        await self.reload_dynamic_broker_config()
+
+    async def reload_dynamic_broker_config(self) -> None:
+        """Re-read dynamic broker configs from ZooKeeper (after AlterConfigs or a change notification)."""
+        assert self.zk is not None
+        default = await self.zk_call(self.zk.get_entity_config, zd.CONFIG_TYPE_BROKER, "<default>")
+        mine = await self.zk_call(self.zk.get_entity_config, zd.CONFIG_TYPE_BROKER, str(self.broker_id))
+        try:
+            self.config = self.config.with_dynamic(dynamic_default=default, dynamic_broker=mine)
+        except ConfigError as e:
+            log.error("ignoring invalid dynamic broker config in ZooKeeper: %s", e)
+            return
+        if self.replica_manager is not None:
+            self.replica_manager.config = self.config
+            for topic in {t for t, _ in self.replica_manager.partitions}:
+                self.replica_manager.on_topic_config_change(topic)
+
+    async def _start_listeners(self) -> None:
+        backlog = 512
+        for e in self.listeners:
+            sock = socket.socket(socket.AF_INET6 if ":" in e.host else socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((e.host or "0.0.0.0", e.port))
+            except OSError as err:
+                sock.close()
+                raise ConfigError("listeners", str(e), f"cannot bind: {err.strerror}") from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+            self._servers.append(sock)
+            self.bound[e.name] = sock.getsockname()[:2]
+            self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, e.name)))
+
+    async def _accept_loop(self, server: socket.socket, listener: str) -> None:
+        assert self.loop is not None
+        max_bytes = self.config.get("socket.request.max.bytes")
+        idle_s = self.config.get("connections.max.idle.ms") / 1000.0
+        rcvbuf = self.config.get("socket.receive.buffer.bytes")
+        sndbuf = self.config.get("socket.send.buffer.bytes")
+        while True:
+            try:
+                sock, _addr = await self.loop.sock_accept(server)
+            except (OSError, asyncio.CancelledError):
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if rcvbuf > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            if sndbuf > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+            conn = Connection(sock, self.apis.handle_frame, max_request_bytes=max_bytes, idle_timeout_s=idle_s,
+                              listener=listener, stats=self.stats)
+            self.connections.add(conn)
+            task = asyncio.ensure_future(conn.serve())
+            task.add_done_callback(lambda _t, c=conn: self.connections.discard(c))
+
+    async def _housekeeping(self) -> None:
+        """Once a second: retention, flushes and checkpoints (in a thread: they touch the disk)."""
+        assert self.loop is not None and self.log_manager is not None
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await self.loop.run_in_executor(None, self.log_manager.tick)
+            except Exception:
+                log.exception("log maintenance failed")
+
+    def _on_dir_offline(self, log_dir: str) -> None:
+        log.error("log directory %s went offline; its partitions are offline on this broker", log_dir)
+
+    async def shutdown(self) -> None:
+        from broker.controller_glue import controlled_shutdown, stop_controller_services
+
+        if self.zk is not None and self.broker_epoch >= 0 and self.config.get("controlled.shutdown.enable"):
+            try:
+                await controlled_shutdown(self)
+            except Exception:
+                log.exception("controlled shutdown failed; shutting down uncleanly")
+        for s in self._servers:
+            with contextlib.suppress(OSError):
+                s.close()
+        # In-flight requests get a moment to finish; idle connections are closed.
+        deadline = time.monotonic() + 5.0
+        while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for c in list(self.connections):
+            c.close()
+        for t in self._tasks:
+            t.cancel()
+        await stop_controller_services(self)
+        from broker.services import stop_services
+
+        await stop_services(self)
+        if self.log_manager is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown, self.broker_epoch)
+        if self.zk is not None:
+            with contextlib.suppress(Exception):
+                await self.zk_call(self.zk.close)

@@ -1,0 +1,192 @@
+"""The broker's side of the controller protocol, and the controller services every broker runs.
+
+Requests from a controller (LeaderAndIsr, UpdateMetadata, StopReplica) carry its epoch; a broker
+remembers the highest controller epoch it has seen and refuses anything older with
+STALE_CONTROLLER_EPOCH, so a controller that lost its ZooKeeper session (and does not know it yet)
+cannot change anything. Requests for an older incarnation of this broker (broker epoch below ours)
+are refused with STALE_BROKER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import response_type
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.connection import Connection
+    from protocol.messages import Request
+
+log = logging.getLogger(__name__)
+
+_LAI = response_type(ApiKey.LEADER_AND_ISR)
+_UM = response_type(ApiKey.UPDATE_METADATA)
+_SR = response_type(ApiKey.STOP_REPLICA)
+_CS = response_type(ApiKey.CONTROLLED_SHUTDOWN)
+_AP = response_type(ApiKey.ALTER_PARTITION)
+
+
+class ControllerRequestState:
+    """Highest controller epoch seen, shared by the three controller request handlers."""
+
+    def __init__(self) -> None:
+        self.controller_epoch = -1
+        self.controller_id = -1
+
+    def check(self, broker: Broker, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        if controller_epoch < self.controller_epoch:
+            log.warning("refusing a request from controller %d with stale controller epoch %d (current %d)",
+                        controller_id, controller_epoch, self.controller_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and broker_epoch < broker.broker_epoch:
+            log.warning("refusing a request from controller %d for broker epoch %d (current %d)",
+                        controller_id, broker_epoch, broker.broker_epoch)
+            return ErrorCode.STALE_BROKER_EPOCH
+        self.controller_epoch = controller_epoch
+        self.controller_id = controller_id
+        return ErrorCode.NONE
+
+
+def register(broker: Broker) -> None:
+    state = ControllerRequestState()
+    broker.services["controller_requests"] = state
+    rm = broker.replica_manager
+    assert rm is not None
+
+    async def leader_and_isr(conn: Connection, req: Request) -> Any:
+        b = req.body
+        err = state.check(broker, b.controller_id, b.controller_epoch, b.broker_epoch)
+        if err:
+            return _LAI(error_code=err)
+        topics = []
+        became_leader: list[tuple[str, int]] = []
+        became_follower: list[tuple[str, int, int]] = []
+        for ts in b.topic_states:
+            errs = []
+            for ps in ts.partition_states:
+                code = ErrorCode.NONE
+                try:
+                    p = rm.get_or_create_partition(ts.topic_name, ps.partition_index, ts.topic_id)
+                    if ps.leader == broker.broker_id:
+                        ok = p.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch,
+                                           ps.controller_epoch)
+                        if ok:
+                            became_leader.append(p.tp)
+                    else:
+                        ok = p.make_follower(ps.leader, ps.leader_epoch, list(ps.isr), list(ps.replicas),
+                                             ps.partition_epoch, ps.controller_epoch)
+                        if ok:
+                            became_follower.append((ts.topic_name, ps.partition_index, ps.leader))
+                    if not ok:
+                        code = ErrorCode.STALE_CONTROLLER_EPOCH
+                except Exception as e:  # a storage failure costs this partition, not the request
+                    log.error("LeaderAndIsr for %s-%d failed: %s", ts.topic_name, ps.partition_index, e)
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=code))
+            topics.append(_LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=errs))
+        for hook in broker.services.get("on_leadership", []):
+            await hook(became_leader, became_follower)
+        for tp in became_leader:
+            rm.notify_hw(tp)
+        return _LAI(error_code=0, topics=topics)
+
+    async def update_metadata(conn: Connection, req: Request) -> Any:
+        b = req.body
+        err = state.check(broker, b.controller_id, b.controller_epoch, b.broker_epoch)
+        if err:
+            return _UM(error_code=err)
+        broker.metadata.update(b)
+        waiters = broker.services.get("metadata_waiters")
+        if waiters is not None:
+            waiters.notify("metadata")
+        return _UM(error_code=0)
+
+    async def stop_replica(conn: Connection, req: Request) -> Any:
+        b = req.body
+        err = state.check(broker, b.controller_id, b.controller_epoch, b.broker_epoch)
+        if err:
+            return _SR(error_code=err)
+        results = []
+        stopped: list[tuple[str, int]] = []
+        for ts in b.topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                code = ErrorCode.NONE
+                p = rm.partitions.get(tp)
+                if p is not None and ps.leader_epoch >= 0 and ps.leader_epoch < p.leader_epoch:
+                    code = ErrorCode.FENCED_LEADER_EPOCH
+                else:
+                    stopped.append(tp)
+                    try:
+                        await rm.stop_replica(tp, delete=ps.delete_partition)
+                    except Exception as e:
+                        log.error("StopReplica for %s-%d failed: %s", tp[0], tp[1], e)
+                        code = ErrorCode.KAFKA_STORAGE_ERROR
+                results.append(_SR.StopReplicaPartitionError(topic_name=tp[0], partition_index=tp[1],
+                                                             error_code=code))
+        for hook in broker.services.get("on_leadership", []):
+            await hook([], [(t, p, -1) for t, p in stopped])
+        return _SR(error_code=0, partition_errors=results)
+
+    async def controlled_shutdown(conn: Connection, req: Request) -> Any:
+        ctrl = broker.services.get("controller")
+        if ctrl is None or not ctrl.is_active:
+            return _CS(error_code=ErrorCode.NOT_CONTROLLER)
+        return await ctrl.handle_controlled_shutdown(req.body.broker_id, req.body.broker_epoch)
+
+    async def alter_partition(conn: Connection, req: Request) -> Any:
+        ctrl = broker.services.get("controller")
+        if ctrl is None or not ctrl.is_active:
+            return _AP(error_code=ErrorCode.NOT_CONTROLLER)
+        return await ctrl.handle_alter_partition(req.body)
+
+    apis = broker.apis
+    apis.register(ApiKey.LEADER_AND_ISR, leader_and_isr)
+    apis.register(ApiKey.UPDATE_METADATA, update_metadata)
+    apis.register(ApiKey.STOP_REPLICA, stop_replica)
+    apis.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)
+    apis.register(ApiKey.ALTER_PARTITION, alter_partition)
+
+
+async def start_controller_services(broker: Broker) -> None:
+    """Every broker runs a KafkaController; the one whose elector wins ZooKeeper's race is active."""
+    from controller.controller import KafkaController
+
+    assert broker.zk is not None
+    ctrl = KafkaController(broker.zk, broker.broker_id, asyncio.get_running_loop(),
+                           config_getter=lambda name: broker.config.get(name),
+                           listener_name=broker.inter_broker_listener)
+    broker.services["controller"] = ctrl
+    await ctrl.start()
+
+
+async def stop_controller_services(broker: Broker) -> None:
+    ctrl = broker.services.pop("controller", None)
+    if ctrl is not None:
+        try:
+            await ctrl.shutdown()
+        except Exception:
+            log.exception("stopping the controller failed")
+    client = broker.services.pop("controller_client", None)
+    if client is not None:
+        await client.close()
+
+
+async def controlled_shutdown(broker: Broker) -> None:
+    """Ask the controller to move our leaderships away before we go (controlled.shutdown.*)."""
+    from controller.client import InterBrokerClient
+
+    assert broker.zk is not None
+    client = broker.services.get("controller_client")
+    if client is None:
+        client = InterBrokerClient(broker.zk, broker.broker_id, asyncio.get_running_loop(),
+                                   listener_name=broker.inter_broker_listener)
+        await client.start()
+        broker.services["controller_client"] = client
+    await client.controlled_shutdown_until_done(
+        broker.broker_epoch, max_retries=broker.config.get("controlled.shutdown.max.retries"))

@@ -1,0 +1,594 @@
+"""Cluster and admin APIs: Metadata, topic CRUD, configs, cluster and log-dir descriptions.
+
+Topic changes go through ZooKeeper exactly as Kafka's ZooKeeper-mode admin path does: the handler
+writes the assignment (``/brokers/topics/<t>``) and configs (``/config/topics/<t>``), the controller
+picks the change up from its watch, elects leaders and tells every broker; the handler waits (until the
+request's timeout) for this broker's metadata cache to show the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from controller import zk_data as zd
+from controller.assignment import (
+    AssignmentError,
+    assign_new_partitions,
+    assign_replicas,
+    validate_manual_assignment,
+)
+from controller.zk_client import InvalidTopicError, TopicExistsError
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import response_type
+from storage.config import REGISTRY, ConfigError, LogConfig, format_value
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.connection import Connection
+    from protocol.messages import Request
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+# DescribeConfigs resource types (Kafka's ConfigResource.Type ids).
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+_OPS_UNKNOWN = -2147483648  # "authorized operations not requested"
+
+_META = response_type(ApiKey.METADATA)
+_CT = response_type(ApiKey.CREATE_TOPICS)
+_DT = response_type(ApiKey.DELETE_TOPICS)
+_CP = response_type(ApiKey.CREATE_PARTITIONS)
+_DC = response_type(ApiKey.DESCRIBE_CONFIGS)
+_AC = response_type(ApiKey.ALTER_CONFIGS)
+_IAC = response_type(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+_CLUSTER = response_type(ApiKey.DESCRIBE_CLUSTER)
+_LOGDIRS = response_type(ApiKey.DESCRIBE_LOG_DIRS)
+_DTP = response_type(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+
+
+def topic_name_error(name: str) -> str | None:
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL_TOPIC.match(name):
+        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, "
+                "'.', '_' and '-'")
+    return None
+
+
+class AdminHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @property
+    def zk(self) -> Any:
+        return self.broker.zk
+
+    @property
+    def metadata(self) -> Any:
+        return self.broker.metadata
+
+    # ------------------------------------------------------------------------------------------------
+    # Metadata
+
+    async def metadata_request(self, conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        md = self.metadata
+        if b.topics is None or (v == 0 and not b.topics):
+            names = sorted(md.topics)
+            requested = False
+        else:
+            names = []
+            for t in b.topics:
+                name = t.name
+                if name is None and v >= 10 and t.topic_id.int:
+                    name = md.topics_by_id.get(t.topic_id)
+                names.append(name)
+            requested = True
+        auto = v < 4 or b.allow_auto_topic_creation
+        topics = []
+        for name in names:
+            if name is None:
+                topics.append(_META.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                          topic_authorized_operations=_OPS_UNKNOWN))
+                continue
+            info = md.topics.get(name)
+            if info is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if requested and auto and self.broker.config.get("auto.create.topics.enable"):
+                    code = await self.auto_create(name)
+                topics.append(_META.MetadataResponseTopic(error_code=code, name=name,
+                                                          is_internal=name in INTERNAL_TOPICS,
+                                                          topic_authorized_operations=_OPS_UNKNOWN))
+                continue
+            topics.append(self._topic_metadata(info, conn.listener))
+        return _META(brokers=self._brokers(conn.listener), cluster_id=md.cluster_id,
+                     controller_id=md.controller_id, topics=topics, cluster_authorized_operations=_OPS_UNKNOWN)
+
+    def _brokers(self, listener: str) -> list[Any]:
+        out = []
+        for bid, b in sorted(self.metadata.brokers.items()):
+            ep = b.endpoints.get(listener)
+            if ep is not None:
+                out.append(_META.MetadataResponseBroker(node_id=bid, host=ep[0], port=ep[1], rack=b.rack))
+        return out
+
+    def _topic_metadata(self, info: Any, listener: str) -> Any:
+        parts = []
+        for pid in sorted(info.partitions):
+            p = info.partitions[pid]
+            code = ErrorCode.NONE
+            if p.leader < 0 or self.metadata.endpoint(p.leader, listener) is None:
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            parts.append(_META.MetadataResponsePartition(
+                error_code=code, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline_replicas))
+        return _META.MetadataResponseTopic(error_code=0, name=info.name, topic_id=info.topic_id,
+                                           is_internal=info.name in INTERNAL_TOPICS, partitions=parts,
+                                           topic_authorized_operations=_OPS_UNKNOWN)
+
+    async def auto_create(self, name: str) -> ErrorCode:
+        if topic_name_error(name):
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        if name in INTERNAL_TOPICS:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        cfg = self.broker.config
+        code, _ = await self.create_topic(name, cfg.get("num.partitions"), cfg.get("default.replication.factor"),
+                                          None, {}, validate_only=False)
+        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            return ErrorCode.LEADER_NOT_AVAILABLE
+        log.warning("auto-creation of topic %s failed: %s", name, code.name)
+        return code
+
+    # ------------------------------------------------------------------------------------------------
+    # Topic creation
+
+    def live_brokers(self) -> list[tuple[int, str | None]]:
+        return [(bid, b.rack) for bid, b in sorted(self.metadata.brokers.items())]
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignment: dict[int, list[int]] | None, configs: dict[str, str],
+                           validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """Validate and (unless validate_only) write the topic to ZooKeeper. (error, message)."""
+        err = topic_name_error(name)
+        if err:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, err
+        try:
+            LogConfig.from_broker(self.broker.config, configs)
+        except ConfigError as e:
+            return ErrorCode.INVALID_CONFIG, str(e)
+        brokers = self.live_brokers()
+        if not brokers:
+            brokers = [(self.broker.broker_id, self.broker.config.get("broker.rack"))]
+        try:
+            if assignment:
+                validate_manual_assignment(assignment, [b for b, _ in brokers])
+            else:
+                assignment = assign_replicas(brokers, num_partitions, replication_factor)
+        except AssignmentError as e:
+            return ErrorCode(e.error_code), str(e)
+        if validate_only:
+            if await self.broker.zk_call(self.zk.topic_exists, name):
+                return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+            return ErrorCode.NONE, None
+        try:
+            await self.broker.zk_call(self.zk.create_topic, name, assignment, configs)
+        except TopicExistsError as e:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, str(e)
+        except InvalidTopicError as e:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
+        log.info("created topic %s with %d partitions, replication factor %d", name, len(assignment),
+                 len(next(iter(assignment.values()))))
+        return ErrorCode.NONE, None
+
+    async def wait_for_metadata(self, ready: Any, timeout_ms: int) -> bool:
+        waiters = self.broker.services["metadata_waiters"]
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
+        while not ready():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await waiters.wait(["metadata"], min(remaining, 0.5))
+        return True
+
+    def _topic_ready(self, name: str, partitions: int | None = None) -> bool:
+        info = self.metadata.topics.get(name)
+        if info is None:
+            return False
+        if partitions is not None and len(info.partitions) < partitions:
+            return False
+        return all(p.leader >= 0 for p in info.partitions.values())
+
+    async def create_topics(self, conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        seen: dict[str, int] = {}
+        for t in b.topics:
+            seen[t.name] = seen.get(t.name, 0) + 1
+        results = []
+        waiting = []
+        for t in b.topics:
+            r = _CT.CreatableTopicResult(name=t.name, error_code=0, num_partitions=-1, replication_factor=-1,
+                                         configs=None)
+            results.append(r)
+            if seen[t.name] > 1:
+                r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Create topics request from client "\
+                    f"contains a duplicate topic: {t.name}"
+                continue
+            if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+                r.error_code = ErrorCode.INVALID_REQUEST
+                r.error_message = "Both numPartitions or replicationFactor and replicasAssignments were set. " \
+                                  "Both cannot be used at the same time."
+                continue
+            cfg = self.broker.config
+            nparts = t.num_partitions if t.num_partitions != -1 else cfg.get("num.partitions")
+            rf = t.replication_factor if t.replication_factor != -1 else cfg.get("default.replication.factor")
+            assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+            configs = {c.name: c.value for c in t.configs}
+            code, msg = await self.create_topic(t.name, nparts, rf, assignment, configs, b.validate_only)
+            r.error_code, r.error_message = code, msg
+            if code == ErrorCode.NONE:
+                r.num_partitions = len(assignment) if assignment else nparts
+                r.replication_factor = len(next(iter(assignment.values()))) if assignment else rf
+                if v >= 5:
+                    r.configs = self._created_configs(t.name, configs)
+                if not b.validate_only:
+                    waiting.append((r, t.name))
+        if waiting:
+            await self.wait_for_metadata(lambda: all(self._topic_ready(n) for _, n in waiting), b.timeout_ms)
+            for r, n in waiting:
+                info = self.metadata.topics.get(n)
+                if info is None or not self._topic_ready(n):
+                    r.error_code = ErrorCode.REQUEST_TIMED_OUT
+                    r.error_message = f"topic {n} was created but its leaders were not elected within timeout_ms"
+                else:
+                    r.topic_id = info.topic_id
+        return _CT(topics=results)
+
+    def _created_configs(self, topic: str, overrides: dict[str, str]) -> list[Any]:
+        lc = LogConfig.from_broker(self.broker.config, overrides, strict=False)
+        out = []
+        for name, d in sorted(REGISTRY.items()):
+            if not d.topic:
+                continue
+            out.append(_CT.CreatableTopicConfigs(
+                name=name, value=None if d.sensitive else format_value(name, lc.get(name)), read_only=False,
+                config_source=int(lc.source_of(name)), is_sensitive=d.sensitive))
+        return out
+
+    # ------------------------------------------------------------------------------------------------
+    # Topic deletion and partitions
+
+    async def delete_topics(self, conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        names: list[tuple[str | None, Any]] = []
+        if v >= 6:
+            for t in b.topics:
+                name = t.name if t.name is not None else self.metadata.topics_by_id.get(t.topic_id)
+                names.append((name, t.topic_id))
+        else:
+            names = [(n, None) for n in b.topic_names]
+        results = []
+        pending = []
+        enabled = self.broker.config.get("delete.topic.enable")
+        for name, tid in names:
+            r = _DT.DeletableTopicResult(name=name, error_code=0)
+            results.append(r)
+            if tid is not None:
+                r.topic_id = tid
+            if name is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if not enabled:
+                r.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+                continue
+            if name in INTERNAL_TOPICS:
+                r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, "internal topics cannot be deleted"
+                continue
+            if not await self.broker.zk_call(self.zk.topic_exists, name):
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            await self.broker.zk_call(self.zk.mark_topic_for_deletion, name)
+            pending.append((r, name))
+        if pending:
+            ok = await self.wait_for_metadata(lambda: all(n not in self.metadata.topics for _, n in pending),
+                                              b.timeout_ms)
+            if not ok:
+                for r, n in pending:
+                    if n in self.metadata.topics:
+                        r.error_code = ErrorCode.REQUEST_TIMED_OUT
+        return _DT(responses=results)
+
+    async def create_partitions(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        results = []
+        pending = []
+        for t in b.topics:
+            r = _CP.CreatePartitionsTopicResult(name=t.name, error_code=0)
+            results.append(r)
+            current = await self.broker.zk_call(self.zk.get_topic_assignment, t.name)
+            if current is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            existing = {p: list(ra.replicas) if hasattr(ra, "replicas") else list(ra)
+                        for p, ra in current.partitions.items()}
+            try:
+                if t.assignments:
+                    new = {len(existing) + i: list(a.broker_ids) for i, a in enumerate(t.assignments)}
+                    if len(existing) + len(new) != t.count:
+                        raise AssignmentError(f"Increasing the number of partitions by {len(new)} but "
+                                              f"{t.count - len(existing)} assignments provided.",
+                                              ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+                    validate_manual_assignment(new, [bid for bid, _ in self.live_brokers()],
+                                               expected_replication_factor=len(existing[0]),
+                                               first_partition=len(existing))
+                else:
+                    new = assign_new_partitions(self.live_brokers(), existing, t.count)
+            except AssignmentError as e:
+                r.error_code, r.error_message = ErrorCode(e.error_code), str(e)
+                continue
+            if not b.validate_only:
+                await self.broker.zk_call(self.zk.add_partitions, t.name, new)
+                pending.append((t.name, t.count))
+        if pending:
+            await self.wait_for_metadata(lambda: all(self._topic_ready(n, c) for n, c in pending), b.timeout_ms)
+        return _CP(results=results)
+
+    # ------------------------------------------------------------------------------------------------
+    # Configs
+
+    def _describe_topic_config(self, topic: str, names: list[str] | None, synonyms: bool,
+                               documentation: bool) -> list[Any]:
+        lc = self.broker.topic_config(topic)
+        out = []
+        for name, d in sorted(REGISTRY.items()):
+            if not d.topic or (names is not None and name not in names):
+                continue
+            src = lc.source_of(name)
+            entry = _DC.DescribeConfigsResourceResult(
+                name=name, value=None if d.sensitive else format_value(name, lc.get(name)), read_only=False,
+                config_source=int(src), is_sensitive=d.sensitive, config_type=int(d.type),
+                documentation=d.doc if documentation else None)
+            if synonyms:
+                entry.synonyms = [_DC.DescribeConfigsSynonym(name=s.name, value=format_value(s.name, s.value),
+                                                             source=int(s.source))
+                                  for s in lc.synonyms(name)]
+            out.append(entry)
+        return out
+
+    def _describe_broker_config(self, names: list[str] | None, synonyms: bool, documentation: bool) -> list[Any]:
+        cfg = self.broker.config
+        out = []
+        for name, d in sorted(REGISTRY.items()):
+            if not d.broker or (names is not None and name not in names):
+                continue
+            value = cfg.get(name)
+            entry = _DC.DescribeConfigsResourceResult(
+                name=name, value=None if d.sensitive else format_value(name, value),
+                read_only=d.update_mode is None or d.update_mode.name == "READ_ONLY",
+                config_source=int(cfg.source_of(name)), is_sensitive=d.sensitive, config_type=int(d.type),
+                documentation=d.doc if documentation else None)
+            if synonyms:
+                entry.synonyms = [_DC.DescribeConfigsSynonym(name=s.name, value=format_value(s.name, s.value),
+                                                             source=int(s.source))
+                                  for s in cfg.synonyms(name)]
+            out.append(entry)
+        return out
+
+    async def describe_configs(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        results = []
+        for res in b.resources:
+            r = _DC.DescribeConfigsResult(resource_type=res.resource_type, resource_name=res.resource_name,
+                                          error_code=0, configs=[])
+            results.append(r)
+            names = list(res.configuration_keys) if res.configuration_keys is not None else None
+            if res.resource_type == RESOURCE_TOPIC:
+                if res.resource_name not in self.metadata.topics:
+                    r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                r.configs = self._describe_topic_config(res.resource_name, names, b.include_synonyms,
+                                                        b.include_documentation)
+            elif res.resource_type == RESOURCE_BROKER:
+                if res.resource_name not in ("", str(self.broker.broker_id)):
+                    r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, \
+                        f"Unexpected broker id, expected {self.broker.broker_id} or empty string, " \
+                        f"but received {res.resource_name}"
+                    continue
+                r.configs = self._describe_broker_config(names, b.include_synonyms, b.include_documentation)
+            else:
+                r.error_code = ErrorCode.INVALID_REQUEST
+                r.error_message = f"unsupported resource type {res.resource_type}"
+        return _DC(results=results)
+
+    async def _apply_config(self, resource_type: int, name: str, new: dict[str, str | None],
+                            validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """Validate and store a full replacement config for one resource (None values removed)."""
+        clean = {k: v for k, v in new.items() if v is not None}
+        if resource_type == RESOURCE_TOPIC:
+            if not await self.broker.zk_call(self.zk.topic_exists, name):
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            for k in clean:
+                d = REGISTRY.get(k)
+                if d is None or not d.topic:
+                    return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}"
+            try:
+                LogConfig.from_broker(self.broker.config, clean)
+            except ConfigError as e:
+                return ErrorCode.INVALID_CONFIG, str(e)
+            if not validate_only:
+                await self.broker.zk_call(self.zk.set_or_create_entity_config, zd.CONFIG_TYPE_TOPIC, name, clean)
+                self.broker.set_topic_overrides(name, clean)
+            return ErrorCode.NONE, None
+        if resource_type == RESOURCE_BROKER:
+            entity = name or "<default>"
+            try:
+                if entity == "<default>":
+                    self.broker.config.with_dynamic(dynamic_default=clean)
+                else:
+                    self.broker.config.with_dynamic(dynamic_broker=clean)
+            except ConfigError as e:
+                return ErrorCode.INVALID_CONFIG, str(e)
+            if not validate_only:
+                await self.broker.zk_call(self.zk.set_or_create_entity_config, zd.CONFIG_TYPE_BROKER, entity, clean)
+                await self.broker.reload_dynamic_broker_config()
+            return ErrorCode.NONE, None
+        return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource_type}"
+
+    async def alter_configs(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        out = []
+        for res in b.resources:
+            new = {c.name: c.value for c in res.configs}
+            code, msg = await self._apply_config(res.resource_type, res.resource_name, new, b.validate_only)
+            out.append(_AC.AlterConfigsResourceResponse(error_code=code, error_message=msg,
+                                                        resource_type=res.resource_type,
+                                                        resource_name=res.resource_name))
+        return _AC(responses=out)
+
+    async def incremental_alter_configs(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        out = []
+        for res in b.resources:
+            if res.resource_type == RESOURCE_TOPIC:
+                current = dict(await self.broker.zk_call(self.zk.get_topic_config, res.resource_name))
+            else:
+                current = dict(await self.broker.zk_call(self.zk.get_entity_config, zd.CONFIG_TYPE_BROKER,
+                                                         res.resource_name or "<default>"))
+            code, msg = ErrorCode.NONE, None
+            for c in res.configs:
+                d = REGISTRY.get(c.name)
+                if c.config_operation == 0:  # SET
+                    current[c.name] = c.value
+                elif c.config_operation == 1:  # DELETE
+                    current.pop(c.name, None)
+                elif c.config_operation in (2, 3):  # APPEND / SUBTRACT on list configs
+                    if d is None or d.type.name != "LIST":
+                        code, msg = ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {c.name}"
+                        break
+                    items = [x.strip() for x in (current.get(c.name) or "").split(",") if x.strip()]
+                    if not items and d.default is not None and c.name not in current:
+                        items = list(d.default)
+                    vals = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+                    if c.config_operation == 2:
+                        items += [x for x in vals if x not in items]
+                    else:
+                        items = [x for x in items if x not in vals]
+                    current[c.name] = ",".join(items)
+                else:
+                    code, msg = ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
+                    break
+            if code == ErrorCode.NONE:
+                code, msg = await self._apply_config(res.resource_type, res.resource_name, current, b.validate_only)
+            out.append(_IAC.AlterConfigsResourceResponse(error_code=code, error_message=msg,
+                                                         resource_type=res.resource_type,
+                                                         resource_name=res.resource_name))
+        return _IAC(responses=out)
+
+    # ------------------------------------------------------------------------------------------------
+    # Cluster, log dirs, topic partitions
+
+    async def describe_cluster(self, conn: Connection, req: Request) -> Any:
+        brokers = []
+        for bid, b in sorted(self.metadata.brokers.items()):
+            ep = b.endpoints.get(conn.listener)
+            if ep is not None:
+                brokers.append(_CLUSTER.DescribeClusterBroker(broker_id=bid, host=ep[0], port=ep[1], rack=b.rack))
+        return _CLUSTER(error_code=0, endpoint_type=1, cluster_id=self.metadata.cluster_id or "",
+                        controller_id=self.metadata.controller_id, brokers=brokers,
+                        cluster_authorized_operations=_OPS_UNKNOWN)
+
+    async def describe_log_dirs(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        lm = self.broker.log_manager
+        assert lm is not None
+        wanted = None
+        if b.topics is not None:
+            wanted = {(t.topic, p) for t in b.topics for p in t.partitions}
+        results = []
+        for d in lm.log_dirs:
+            r = _LOGDIRS.DescribeLogDirsResult(error_code=0, log_dir=d, topics=[])
+            if d in lm.offline_dirs:
+                r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                results.append(r)
+                continue
+            by_topic: dict[str, list[Any]] = {}
+            for lg in lm.all_logs():
+                if lm.log_dir_of(lg.topic, lg.partition) != d:
+                    continue
+                if wanted is not None and (lg.topic, lg.partition) not in wanted:
+                    continue
+                p = self.broker.replica_manager.partitions.get((lg.topic, lg.partition))  # type: ignore[union-attr]
+                lag = 0 if p is None or p.is_leader else max(0, p.high_watermark - lg.log_end_offset)
+                by_topic.setdefault(lg.topic, []).append(_LOGDIRS.DescribeLogDirsPartition(
+                    partition_index=lg.partition, partition_size=lg.size_in_bytes, offset_lag=lag,
+                    is_future_key=False))
+            r.topics = [_LOGDIRS.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in sorted(by_topic.items())]
+            try:
+                st = os.statvfs(d)
+                r.total_bytes = st.f_blocks * st.f_frsize
+                r.usable_bytes = st.f_bavail * st.f_frsize
+            except OSError:
+                pass
+            results.append(r)
+        return _LOGDIRS(error_code=0, results=results)
+
+    async def describe_topic_partitions(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        md = self.metadata
+        names = sorted(t.name for t in b.topics) if b.topics else sorted(md.topics)
+        start_topic, start_part = (b.cursor.topic_name, b.cursor.partition_index) if b.cursor else (None, 0)
+        limit = max(b.response_partition_limit, 1)
+        topics, count, next_cursor = [], 0, None
+        for name in names:
+            if start_topic is not None and name < start_topic:
+                continue
+            info = md.topics.get(name)
+            if info is None:
+                topics.append(_DTP.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_authorized_operations=_OPS_UNKNOWN))
+                continue
+            parts = []
+            for pid in sorted(info.partitions):
+                if name == start_topic and pid < start_part:
+                    continue
+                if count >= limit:
+                    next_cursor = _DTP.Cursor(topic_name=name, partition_index=pid)
+                    break
+                p = info.partitions[pid]
+                parts.append(_DTP.DescribeTopicPartitionsResponsePartition(
+                    error_code=0, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                    replica_nodes=p.replicas, isr_nodes=p.isr, eligible_leader_replicas=None,
+                    last_known_elr=None, offline_replicas=p.offline_replicas))
+                count += 1
+            topics.append(_DTP.DescribeTopicPartitionsResponseTopic(
+                error_code=0, name=name, topic_id=info.topic_id, is_internal=name in INTERNAL_TOPICS,
+                partitions=parts, topic_authorized_operations=_OPS_UNKNOWN))
+            if next_cursor is not None:
+                break
+        return _DTP(topics=topics, next_cursor=next_cursor)
+
+
+def register(broker: Broker) -> None:
+    h = AdminHandlers(broker)
+    broker.services["admin"] = h
+    apis = broker.apis
+    apis.register(ApiKey.METADATA, h.metadata_request)
+    apis.register(ApiKey.CREATE_TOPICS, h.create_topics)
+    apis.register(ApiKey.DELETE_TOPICS, h.delete_topics)
+    apis.register(ApiKey.CREATE_PARTITIONS, h.create_partitions)
+    apis.register(ApiKey.DESCRIBE_CONFIGS, h.describe_configs)
+    apis.register(ApiKey.ALTER_CONFIGS, h.alter_configs)
+    apis.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, h.incremental_alter_configs)
+    apis.register(ApiKey.DESCRIBE_CLUSTER, h.describe_cluster)
+    apis.register(ApiKey.DESCRIBE_LOG_DIRS, h.describe_log_dirs)
+    apis.register(ApiKey.DESCRIBE_TOPIC_PARTITIONS, h.describe_topic_partitions)

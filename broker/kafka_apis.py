@@ -1,0 +1,100 @@
+"""Request dispatch: one coroutine per API key, each returning a response body (Kafka's KafkaApis).
+
+Handlers receive the decoded request and return the response body for the same version; the
+dispatcher encodes it with the right header. A handler that raises gets its request answered with
+the API's error form where one exists, else the connection is closed; either way one line is logged
+and the broker carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.api_versions import REFUSED, ApiKey
+from protocol.errors import ErrorCode
+from protocol.exceptions import ProtocolError, UnsupportedVersionError
+from protocol.messages import (
+    Request,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    peek_header,
+    response_type,
+    unsupported_api_versions_response,
+)
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.connection import Connection, Parts
+
+log = logging.getLogger(__name__)
+
+# KIP-511: client software name and version must look like this, else INVALID_REQUEST.
+_SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+HandlerFn = Callable[["Connection", Request], Awaitable[Any]]
+
+
+class KafkaApis:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.handlers: dict[int, HandlerFn] = {ApiKey.API_VERSIONS: self.handle_api_versions}
+        self.request_stats: dict[int, list[float]] = {}  # api key -> [count, total seconds]
+
+    def register(self, api_key: int, fn: HandlerFn) -> None:
+        self.handlers[api_key] = fn
+
+    async def handle_frame(self, conn: Connection, frame: memoryview) -> Parts | None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersionError as e:
+            if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:
+                # KIP-511: answer a too-new ApiVersions with v0, error 35 and our ranges.
+                return [unsupported_api_versions_response(e.correlation_id)]
+            log.warning("closing connection from %s: %s", conn.peer, e)
+            raise ProtocolError(str(e)) from None
+        except ProtocolError as e:
+            try:
+                api_key, api_version, _ = peek_header(frame)
+                what = f"api key {api_key} v{api_version}"
+            except ProtocolError:
+                what = "request"
+            raise ProtocolError(f"malformed {what}: {e}") from None
+        hdr = request.header
+        refused = REFUSED.get(hdr.api_key)  # type: ignore[call-overload]
+        handler = self.handlers.get(hdr.api_key)
+        started = time.monotonic()
+        if refused and refused[0] <= hdr.api_version <= refused[1]:
+            body = self.refuse(request)
+        elif handler is None:
+            raise ProtocolError(f"api key {hdr.api_key} is not served by this broker")
+        else:
+            body = await handler(conn, request)
+        stats = self.request_stats.setdefault(hdr.api_key, [0, 0.0])
+        stats[0] += 1
+        stats[1] += time.monotonic() - started
+        if body is None:
+            return None  # acks=0 produce
+        return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)
+
+    def refuse(self, request: Request) -> Any:
+        """Produce v0-2: advertised for librdkafka's sake, answered UNSUPPORTED_VERSION per partition."""
+        mt = response_type(ApiKey.PRODUCE)
+        return mt(responses=[
+            mt.TopicProduceResponse(name=t.name, partition_responses=[
+                mt.PartitionProduceResponse(index=p.index, error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                            base_offset=-1)
+                for p in t.partition_data])
+            for t in request.body.topic_data])
+
+    async def handle_api_versions(self, conn: Connection, request: Request) -> Any:
+        body = request.body
+        if request.api_version >= 3:
+            name, version = body.client_software_name, body.client_software_version
+            if not (_SOFTWARE_NAME.match(name or "") and _SOFTWARE_NAME.match(version or "")):
+                return api_versions_body(error_code=ErrorCode.INVALID_REQUEST)
+        return api_versions_body()

@@ -1,0 +1,52 @@
+"""Process entry for one broker: read the config, run the event loop, exit with a clear status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from storage.config import BrokerConfig, ConfigError, read_properties
+
+log = logging.getLogger("kafkette")
+
+
+def load_config(path: str, overrides: list[str]) -> BrokerConfig:
+    try:
+        raw = read_properties(path)
+    except OSError as e:
+        raise ConfigError("--config", path, f"cannot read it: {e.strerror or e}") from None
+    over: dict[str, str] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError("--override", item, "expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        over[k.strip()] = v.strip()
+    return BrokerConfig(raw, over)
+
+
+def run_broker(config_path: str, overrides: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(config_path, overrides)
+    except ConfigError as e:
+        print(f"kafkette: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    for name in sorted(config.unknown):
+        log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+    from broker.broker import Broker
+
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
+        runner = asyncio.run
+    try:
+        return runner(Broker(config).run())
+    except ConfigError as e:
+        print(f"kafkette: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0

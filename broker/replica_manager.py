@@ -1,0 +1,445 @@
+"""The replica manager: every partition replica on this broker and the data-path requests on them.
+
+Produce appends to leader replicas and, for acks=all, parks in the produce purgatory until the HW
+passes the appended batch. Fetch reads file regions (sent with sendfile) up to the HW for consumers,
+the LSO for read_committed consumers and the LEO for followers, and parks in the fetch purgatory
+until ``min_bytes`` are there or ``max_wait_ms`` passes. Role changes come from the controller's
+LeaderAndIsr and StopReplica requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from broker.log_validator import ValidationError, needs_recompression, validate_produce_records
+from broker.partition import Partition, PartitionError, now_ms
+from broker.purgatory import Purgatory
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import response_type
+from protocol.records import BatchView, NewRecord, build_batch
+from protocol.schema import FileRegion, FileRegions
+from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+
+if TYPE_CHECKING:
+    from broker.metadata_cache import MetadataCache
+    from storage.config import BrokerConfig, LogConfig
+    from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+_PRODUCE = response_type(ApiKey.PRODUCE)
+_FETCH = response_type(ApiKey.FETCH)
+_LIST_OFFSETS = response_type(ApiKey.LIST_OFFSETS)
+_EPOCHS = response_type(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+_DELETE_RECORDS = response_type(ApiKey.DELETE_RECORDS)
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def _storage_error_code(e: Exception) -> ErrorCode:
+    if isinstance(e, OffsetOutOfRangeError):
+        return ErrorCode.OFFSET_OUT_OF_RANGE
+    if isinstance(e, KafkaStorageError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    code = getattr(e, "error_code", None)
+    if isinstance(code, int):
+        return ErrorCode(code)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager,
+                 metadata: MetadataCache, topic_config: Callable[[str], LogConfig]) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.topic_config = topic_config
+        self.partitions: dict[TP, Partition] = {}
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
+        self.listeners_on_append: list[Callable[[TP], None]] = []
+        self.listeners_on_stop: list[Callable[[TP], None]] = []
+        self.messages_in = 0
+        self.bytes_in = 0
+
+    # ------------------------------------------------------------------------------------------------
+    # Partitions
+
+    def get_partition(self, tp: TP) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def leader_partition(self, tp: TP, current_leader_epoch: int = -1) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            if self.metadata.partition(*tp) is None:
+                raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if tp in self.log_manager.offline_partitions or p.log.is_offline:
+            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR)
+        p.check_leader(current_leader_epoch)
+        return p
+
+    def get_or_create_partition(self, topic: str, partition: int, topic_id: Any) -> Partition:
+        tp = (topic, partition)
+        p = self.partitions.get(tp)
+        if p is None:
+            config = self.topic_config(topic)
+            lg = self.log_manager.get_or_create_log(topic, partition, topic_id=topic_id, config=config)
+            p = Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id)
+            self.partitions[tp] = p
+        return p
+
+    async def stop_replica(self, tp: TP, *, delete: bool) -> None:
+        """StopReplica: drop our replica of ``tp`` (and its log files when ``delete``)."""
+        p = self.partitions.pop(tp, None)
+        for cb in self.listeners_on_stop:
+            cb(tp)
+        if p is not None:
+            self.notify_hw(tp)  # parked produces and fetches see the partition gone
+        if delete:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.delete_log, *tp)
+
+    def on_topic_config_change(self, topic: str) -> None:
+        config = self.topic_config(topic)
+        for (t, _), p in self.partitions.items():
+            if t == topic:
+                p.config = config
+                p.log.update_config(config)
+
+    def notify_append(self, tp: TP) -> None:
+        self.fetch_purgatory.notify(tp)
+        for cb in self.listeners_on_append:
+            cb(tp)
+
+    def notify_hw(self, tp: TP) -> None:
+        self.produce_purgatory.notify(tp)
+        self.fetch_purgatory.notify(tp)
+
+    # ------------------------------------------------------------------------------------------------
+    # Produce
+
+    async def append_records(self, body: Any, version: int) -> Any:
+        acks = body.acks
+        timeout_s = max(body.timeout_ms, 0) / 1000.0
+        now = now_ms()
+        results: dict[TP, Any] = {}
+        pending: dict[TP, tuple[Partition, int]] = {}
+        for topic in body.topic_data:
+            for pd in topic.partition_data:
+                tp = (topic.name, pd.index)
+                resp = _PRODUCE.PartitionProduceResponse(index=pd.index, base_offset=-1)
+                results[tp] = resp
+                try:
+                    resp.error_code, info, p = await self._append_one(tp, pd.records, acks, now)
+                except PartitionError as e:
+                    resp.error_code = e.code
+                    resp.error_message = str(e) if str(e) != e.code.name else None
+                    continue
+                if info is None:
+                    continue
+                resp.base_offset = info.first_offset
+                resp.log_append_time_ms = info.log_append_time_ms
+                resp.log_start_offset = info.log_start_offset
+                if acks == -1 and not info.duplicate:
+                    pending[tp] = (p, info.last_offset + 1)
+        if pending:
+            await self._await_acks(pending, results, timeout_s)
+        if acks == 0:
+            return None
+        by_topic: dict[str, list[Any]] = {}
+        for (t, _), r in results.items():
+            by_topic.setdefault(t, []).append(r)
+        return _PRODUCE(responses=[_PRODUCE.TopicProduceResponse(name=t, partition_responses=rs)
+                                   for t, rs in by_topic.items()])
+
+    async def _append_one(self, tp: TP, records: memoryview | None, acks: int, now: int) -> tuple[ErrorCode, Any, Any]:
+        if tp[0].startswith("__") and tp[0] in ("__consumer_offsets", "__transaction_state"):
+            raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {tp[0]}")
+        if acks not in (0, 1, -1):
+            raise PartitionError(ErrorCode.INVALID_REQUIRED_ACKS)
+        p = self.leader_partition(tp)
+        if records is None:
+            raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "null records")
+        cfg = p.config
+        try:
+            vb = validate_produce_records(
+                records, max_message_bytes=cfg.max_message_bytes, timestamp_type=cfg.message_timestamp_type,
+                before_max_ms=cfg.message_timestamp_before_max_ms, after_max_ms=cfg.message_timestamp_after_max_ms,
+                now_ms=now, compacted=cfg.compact)
+        except ValidationError as e:
+            raise PartitionError(e.code, e.message) from None
+        target = needs_recompression(vb.batch, cfg.compression_type)
+        data = records
+        if target is not None:
+            data = memoryview(bytearray(await asyncio.get_running_loop().run_in_executor(
+                None, _recompress, vb.batch, target)))
+        log_append_time = now if cfg.message_timestamp_type == "LogAppendTime" else -1
+        try:
+            info = p.append_as_leader(data, acks, log_append_time)
+        except StorageError as e:
+            raise PartitionError(_storage_error_code(e), str(e)) from None
+        self.messages_in += vb.records_count
+        self.bytes_in += vb.size
+        self.notify_append(tp)
+        if p.high_watermark > info.last_offset:
+            self.notify_hw(tp)
+        return ErrorCode.NONE, info, p
+
+    async def _await_acks(self, pending: dict[TP, tuple[Partition, int]], results: dict[TP, Any],
+                          timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            for tp, (p, required) in list(pending.items()):
+                done, code = p.ack_satisfied(required)
+                if done:
+                    if code != ErrorCode.NONE:
+                        results[tp].error_code = code
+                    del pending[tp]
+            remaining = deadline - time.monotonic()
+            if not pending or remaining <= 0:
+                break
+            await self.produce_purgatory.wait(pending.keys(), remaining)
+        for tp in pending:
+            results[tp].error_code = ErrorCode.REQUEST_TIMED_OUT
+
+    def append_internal(self, tp: TP, records: bytes | memoryview) -> Any:
+        """Append coordinator-built batches (offsets, group metadata, txn markers) as leader."""
+        p = self.leader_partition(tp)
+        try:
+            info = p.append_internal(records)
+        except StorageError as e:
+            raise PartitionError(_storage_error_code(e), str(e)) from None
+        self.notify_append(tp)
+        if p.high_watermark > info.last_offset:
+            self.notify_hw(tp)
+        return info
+
+    async def wait_for_hw(self, tp: TP, offset: int, timeout_s: float) -> ErrorCode:
+        """Wait until the HW of ``tp`` reaches ``offset`` (an internal acks=all)."""
+        p = self.partitions.get(tp)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if p is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            done, code = p.ack_satisfied(offset)
+            if done:
+                return code
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            await self.produce_purgatory.wait([tp], remaining)
+            p = self.partitions.get(tp)
+
+    # ------------------------------------------------------------------------------------------------
+    # Fetch
+
+    def _resolve_topic(self, topic: Any, version: int) -> tuple[str | None, Any]:
+        if version >= 13:
+            name = self.metadata.topics_by_id.get(topic.topic_id)
+            return name, topic.topic_id
+        t = self.metadata.topics.get(topic.topic)
+        return topic.topic, (t.topic_id if t else None)
+
+    async def fetch_messages(self, body: Any, version: int) -> Any:
+        replica_id = body.replica_id if version < 15 else body.replica_state.replica_id
+        is_follower = replica_id >= 0
+        isolation = body.isolation_level if not is_follower else READ_UNCOMMITTED
+        max_wait_s = max(body.max_wait_ms, 0) / 1000.0
+        deadline = time.monotonic() + max_wait_s
+        keys = []
+        for topic in body.topics:
+            name, _ = self._resolve_topic(topic, version)
+            keys.extend((name, p.partition) for p in topic.partitions)
+        first = True
+        while True:
+            resp, total_bytes, errors = self._read_all(body, version, replica_id, isolation, is_follower,
+                                                       first_read=first)
+            first = False
+            remaining = deadline - time.monotonic()
+            if errors or total_bytes >= body.min_bytes or remaining <= 0 or not keys:
+                return resp
+            await self.fetch_purgatory.wait(keys, remaining)
+
+    def _read_all(self, body: Any, version: int, replica_id: int, isolation: int, is_follower: bool,
+                  first_read: bool) -> tuple[Any, int, bool]:
+        limit = body.max_bytes if version >= 3 else 0x7FFFFFFF
+        total = 0
+        errors = False
+        responses = []
+        for topic in body.topics:
+            name, topic_id = self._resolve_topic(topic, version)
+            parts = []
+            for fp in topic.partitions:
+                pd = _FETCH.PartitionData(partition_index=fp.partition, high_watermark=-1, last_stable_offset=-1,
+                                          log_start_offset=-1, records=None)
+                parts.append(pd)
+                if name is None:
+                    pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    errors = True
+                    continue
+                tp = (name, fp.partition)
+                try:
+                    p = self.leader_partition(tp, fp.current_leader_epoch if version >= 9 else -1)
+                    if is_follower:
+                        if p.update_follower_fetch(replica_id, fp.fetch_offset,
+                                                   body.replica_state.replica_epoch if version >= 15 else -1):
+                            self.notify_hw(tp)
+                        max_offset = None
+                    elif isolation == READ_COMMITTED:
+                        max_offset = p.log.last_stable_offset
+                    else:
+                        max_offset = p.high_watermark
+                    part_max = min(fp.partition_max_bytes, max(limit - total, 0))
+                    result = p.log.read(fp.fetch_offset, part_max, max_offset, min_one_batch=(total == 0))
+                except PartitionError as e:
+                    pd.error_code = e.code
+                    errors = True
+                    self._set_current_leader(pd, tp, version)
+                    continue
+                except StorageError as e:
+                    pd.error_code = _storage_error_code(e)
+                    errors = True
+                    if isinstance(e, OffsetOutOfRangeError):
+                        pd.high_watermark = p.high_watermark
+                        pd.log_start_offset = p.log.log_start_offset
+                        pd.last_stable_offset = p.log.last_stable_offset
+                    continue
+                pd.high_watermark = result.high_watermark
+                pd.last_stable_offset = p.log.last_stable_offset
+                pd.log_start_offset = result.log_start_offset
+                size = sum(length for _fd, _pos, length in result.regions)
+                if size:
+                    pd.records = FileRegions(FileRegion(fd, pos, length) for fd, pos, length in result.regions)
+                    total += size
+                else:
+                    pd.records = b""
+                if isolation == READ_COMMITTED and size:
+                    upper = max_offset if max_offset is not None else p.log_end_offset
+                    aborted = p.log.collect_aborted_transactions(fp.fetch_offset, upper)
+                    pd.aborted_transactions = [_FETCH.AbortedTransaction(producer_id=a.producer_id,
+                                                                         first_offset=a.first_offset)
+                                               for a in aborted]
+                else:
+                    pd.aborted_transactions = [] if isolation == READ_COMMITTED else None
+            tr = _FETCH.FetchableTopicResponse(partitions=parts)
+            if version >= 13:
+                tr.topic_id = topic.topic_id
+            else:
+                tr.topic = topic.topic
+            responses.append(tr)
+        return _FETCH(error_code=0, session_id=0, responses=responses), total, errors
+
+    def _set_current_leader(self, pd: Any, tp: TP, version: int) -> None:
+        if version < 12:
+            return
+        info = self.metadata.partition(*tp)
+        if info is not None:
+            pd.current_leader = _FETCH.LeaderIdAndEpoch(leader_id=info.leader, leader_epoch=info.leader_epoch)
+
+    # ------------------------------------------------------------------------------------------------
+    # ListOffsets, OffsetForLeaderEpoch, DeleteRecords
+
+    def list_offsets(self, body: Any, version: int) -> Any:
+        topics = []
+        isolation = body.isolation_level if version >= 2 else READ_UNCOMMITTED
+        for topic in body.topics:
+            parts = []
+            for lp in topic.partitions:
+                r = _LIST_OFFSETS.ListOffsetsPartitionResponse(partition_index=lp.partition_index, timestamp=-1,
+                                                               offset=-1, leader_epoch=-1)
+                parts.append(r)
+                tp = (topic.name, lp.partition_index)
+                try:
+                    if body.replica_id >= 0:
+                        p = self.partitions.get(tp)
+                        if p is None:
+                            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    else:
+                        p = self.leader_partition(tp, lp.current_leader_epoch if version >= 4 else -1)
+                    r.offset, r.timestamp, r.leader_epoch = self._offset_for(p, lp.timestamp, isolation,
+                                                                             body.replica_id >= 0)
+                except PartitionError as e:
+                    r.error_code = e.code
+                except StorageError as e:
+                    r.error_code = _storage_error_code(e)
+            topics.append(_LIST_OFFSETS.ListOffsetsTopicResponse(name=topic.name, partitions=parts))
+        return _LIST_OFFSETS(topics=topics)
+
+    def _offset_for(self, p: Partition, timestamp: int, isolation: int, from_replica: bool) -> tuple[int, int, int]:
+        lg = p.log
+        if timestamp == -1:  # latest: the HW (or LSO) for consumers, as Kafka
+            if from_replica:
+                off = lg.log_end_offset
+            else:
+                off = lg.last_stable_offset if isolation == READ_COMMITTED else p.high_watermark
+            return off, -1, p.leader_epoch
+        if timestamp == -2:
+            off = lg.log_start_offset
+            epoch = lg.leader_epoch_cache.epoch_for_offset(off)
+            return off, -1, epoch if epoch is not None else -1
+        found = lg.offset_for_timestamp(timestamp)
+        upper = p.high_watermark if not from_replica else lg.log_end_offset
+        if found is None or found[0] >= upper and timestamp != -3:
+            return -1, -1, -1
+        off, ts = found
+        epoch = lg.leader_epoch_cache.epoch_for_offset(off)
+        return off, ts, epoch if epoch is not None else -1
+
+    def offsets_for_leader_epoch(self, body: Any, version: int) -> Any:
+        topics = []
+        for topic in body.topics:
+            parts = []
+            for pe in topic.partitions:
+                r = _EPOCHS.EpochEndOffset(partition=pe.partition, leader_epoch=-1, end_offset=-1)
+                parts.append(r)
+                tp = (topic.topic, pe.partition)
+                try:
+                    # Consumers (KIP-320 validation) and followers (KIP-101 truncation) both ask the leader.
+                    p = self.leader_partition(tp, pe.current_leader_epoch)
+                    epoch, end = p.log.end_offset_for_epoch(pe.leader_epoch)
+                    r.leader_epoch, r.end_offset = epoch, end
+                except PartitionError as e:
+                    r.error_code = e.code
+                except StorageError as e:
+                    r.error_code = _storage_error_code(e)
+            topics.append(_EPOCHS.OffsetForLeaderTopicResult(topic=topic.topic, partitions=parts))
+        return _EPOCHS(topics=topics)
+
+    def delete_records(self, body: Any, version: int) -> Any:
+        topics = []
+        for topic in body.topics:
+            parts = []
+            for dp in topic.partitions:
+                r = _DELETE_RECORDS.DeleteRecordsPartitionResult(partition_index=dp.partition_index, low_watermark=-1)
+                parts.append(r)
+                tp = (topic.name, dp.partition_index)
+                try:
+                    p = self.leader_partition(tp)
+                    target = p.high_watermark if dp.offset == -1 else dp.offset
+                    if target < 0 or target > p.high_watermark:
+                        raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    r.low_watermark = p.log.delete_records(target)
+                except PartitionError as e:
+                    r.error_code = e.code
+                except StorageError as e:
+                    r.error_code = _storage_error_code(e)
+            topics.append(_DELETE_RECORDS.DeleteRecordsTopicResult(name=topic.name, partitions=parts))
+        return _DELETE_RECORDS(topics=topics)
+
+
+def _recompress(batch: BatchView, target: Any) -> bytes:
+    """Rewrite a produced batch with the topic's codec, keeping producer metadata (off the loop)."""
+    recs = [NewRecord(r.key, r.value, r.timestamp, tuple(r.headers), r.offset - batch.base_offset)
+            for r in batch.records()]
+    return build_batch(recs, base_offset=0, compression=target, timestamp_type=batch.timestamp_type,
+                       producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                       base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
+                       partition_leader_epoch=batch.partition_leader_epoch,
+                       base_timestamp=batch.base_timestamp, last_offset_delta=batch.last_offset_delta)

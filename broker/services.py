@@ -1,0 +1,39 @@
+"""Wiring of the request handlers and the broker's coordinators, in startup order."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.purgatory import Purgatory
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+async def start_services(broker: Broker) -> None:
+    from broker import controller_glue, handlers_admin, handlers_data, handlers_txn
+
+    broker.services["metadata_waiters"] = Purgatory("Metadata")
+    broker.services.setdefault("on_leadership", [])
+    handlers_data.register(broker)
+    controller_glue.register(broker)
+    handlers_admin.register(broker)
+    handlers_txn.register(broker)
+    try:
+        from broker import handlers_group
+    except ImportError:  # the group coordinator lands separately
+        return
+    await handlers_group.register(broker)
+
+
+async def stop_services(broker: Broker) -> None:
+    for name in ("group_coordinator",):
+        svc = broker.services.pop(name, None)
+        if svc is not None and hasattr(svc, "shutdown"):
+            try:
+                await svc.shutdown()
+            except Exception:
+                log.exception("stopping %s failed", name)

@@ -1,0 +1,225 @@
+"""A local cluster of real processes: one private ZooKeeper and N brokers.
+
+``make run`` uses it to bring up a cluster on localhost; the integration tests use the same classes,
+so what the tests exercise is what a user starts. Each broker is ``kafkette broker start`` with a
+server.properties written here (Kafka's names), in its own directory.
+
+    python -m clients.devcluster --brokers 3 --port 9092      # 9092, 9093, 9094
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clients.zookeeper_server import ZooKeeperServer, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with status {proc.returncode} before listening on {port}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s")
+
+
+class BrokerProcess:
+    """One broker as a subprocess, with its own directory, config file and log file."""
+
+    def __init__(self, broker_id: int, port: int, zk_connect: str, base_dir: Path, *,
+                 overrides: dict[str, str] | None = None, metrics_port: int = -1, host: str = "127.0.0.1") -> None:
+        self.broker_id = broker_id
+        self.port = port
+        self.host = host
+        self.dir = base_dir / f"broker-{broker_id}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.dir / "server.properties"
+        self.log_path = self.dir / "broker.log"
+        props = {
+            "broker.id": str(broker_id),
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "log.dirs": str(self.dir / "data"),
+            "zookeeper.connect": zk_connect,
+            "metrics.port": str(metrics_port),
+        }
+        props.update(overrides or {})
+        self.props = props
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, wait: bool = True, timeout: float = 30.0) -> BrokerProcess:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "clients.cli", "broker", "start", "--config", str(self.config_path)],
+            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            wait_for_port(self.host, self.port, timeout, self.process)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (graceful shutdown), then SIGKILL if it does not exit in time."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        rc = self.process.returncode
+        self._close_log()
+        return rc
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, for failure tests."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._close_log()
+
+    def pause(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class LocalCluster:
+    """ZooKeeper plus ``n`` brokers on consecutive ports (or free ports when ``base_port`` is 0)."""
+
+    def __init__(self, n: int = 1, *, base_port: int = 0, base_dir: str | os.PathLike[str] | None = None,
+                 zk_port: int | None = None, overrides: dict[str, str] | None = None,
+                 chroot: str = "/kafkette") -> None:
+        self.n = n
+        self._own_dir = base_dir is None
+        self.base_dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="kafkette-"))
+        self.zk = ZooKeeperServer(port=zk_port, data_dir=self.base_dir / "zookeeper")
+        defaults = {
+            # A small cluster: internal topics replicated as widely as it allows.
+            "offsets.topic.replication.factor": str(min(n, 3)),
+            "transaction.state.log.replication.factor": str(min(n, 3)),
+            "transaction.state.log.min.isr": str(min(n, 2)),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        defaults.update(overrides or {})
+        self.overrides = defaults
+        self.chroot = chroot
+        self.base_port = base_port
+        self.brokers: list[BrokerProcess] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> LocalCluster:
+        self.zk.start()
+        connect = self.zk.connect_string + self.chroot
+        for i in range(self.n):
+            port = self.base_port + i if self.base_port else free_port()
+            b = BrokerProcess(i, port, connect, self.base_dir, overrides=self.overrides)
+            self.brokers.append(b)
+        for b in self.brokers:
+            b.start(wait=False)
+        for b in self.brokers:
+            assert b.process is not None
+            wait_for_port(b.host, b.port, 60.0, b.process)
+        return self
+
+    def stop(self) -> None:
+        for b in self.brokers:
+            with contextlib.suppress(Exception):
+                b.stop()
+        self.zk.stop()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self._own_dir:
+            import shutil
+
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Run a local kafkette cluster (ZooKeeper + brokers).")
+    ap.add_argument("--brokers", type=int, default=int(os.environ.get("KAFKETTE_BROKERS", "3")))
+    ap.add_argument("--port", type=int, default=9092, help="port of broker 0; broker i listens on port+i")
+    ap.add_argument("--zk-port", type=int, default=2181)
+    ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster"), help="data directory (kept)")
+    args = ap.parse_args(argv)
+    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=args.dir, zk_port=args.zk_port)
+    stop = False
+
+    def on_signal(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        cluster.start()
+    except Exception as e:
+        print(f"devcluster: failed to start: {e}", file=sys.stderr)
+        for b in cluster.brokers:
+            print(f"--- {b.log_path}\n{b.log_text()[-3000:]}", file=sys.stderr)
+        cluster.stop()
+        return 1
+    print(f"ZooKeeper: {cluster.zk.connect_string}{cluster.chroot}")
+    for b in cluster.brokers:
+        print(f"broker {b.broker_id}: {b.bootstrap}  (log: {b.log_path})")
+    print(f"bootstrap servers: {cluster.bootstrap}   -- Ctrl-C stops the cluster")
+    try:
+        while not stop:
+            time.sleep(0.5)
+            for b in cluster.brokers:
+                if not b.running:
+                    print(f"broker {b.broker_id} exited (status {b.process.returncode if b.process else '?'}); "
+                          f"see {b.log_path}", file=sys.stderr)
+                    stop = True
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
