@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 
 async def start_services(broker: Broker) -> None:
-    from broker import controller_glue, handlers_admin, handlers_data, handlers_txn
+    from broker import controller_glue, handlers_admin, handlers_data, handlers_group, handlers_txn
 
     broker.services["metadata_waiters"] = Purgatory("Metadata")
     broker.services.setdefault("on_leadership", [])
@@ -22,18 +22,13 @@ async def start_services(broker: Broker) -> None:
     controller_glue.register(broker)
     handlers_admin.register(broker)
     handlers_txn.register(broker)
-    try:
-        from broker import handlers_group
-    except ImportError:  # the group coordinator lands separately
-        return
     await handlers_group.register(broker)
 
 
 async def stop_services(broker: Broker) -> None:
-    for name in ("group_coordinator",):
-        svc = broker.services.pop(name, None)
-        if svc is not None and hasattr(svc, "shutdown"):
-            try:
-                await svc.shutdown()
-            except Exception:
-                log.exception("stopping %s failed", name)
+    coordinator = broker.services.pop("group_coordinator", None)
+    if coordinator is not None:
+        try:
+            await coordinator.close()
+        except Exception:
+            log.exception("stopping the group coordinator failed")
