@@ -34,7 +34,11 @@ Handler = Callable[["Connection", memoryview], Awaitable[Parts | None]]
 
 
 class ConnectionClosed(Exception):
-    pass
+    """The peer went away (or idled out). ``mid_request``: it left part of a request unsent."""
+
+    def __init__(self, reason: str, *, mid_request: bool = False) -> None:
+        super().__init__(reason)
+        self.mid_request = mid_request
 
 
 class Connection:
@@ -89,7 +93,13 @@ class Connection:
     async def read_frame(self) -> memoryview:
         """The next request frame, in a writable buffer of its own (handlers may keep views)."""
         while self._end - self._start < 4:
-            await self._recv_some()
+            try:
+                await self._recv_some()
+            except ConnectionClosed as e:
+                if self._end > self._start:
+                    raise ConnectionClosed(f"{e} after {self._end - self._start} bytes of a size prefix",
+                                           mid_request=True) from None
+                raise
         (size,) = _SIZE.unpack_from(self._buf, self._start)
         check_frame_size(size, self.max_request_bytes)
         self._start += 4
@@ -103,11 +113,13 @@ class Connection:
             try:
                 n = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, fview[got:]), self.idle_timeout_s)
             except TimeoutError:
-                raise ConnectionClosed("idle in the middle of a request") from None
+                raise ConnectionClosed(f"idle after {got} of {size} bytes of a request",
+                                       mid_request=True) from None
             except (ConnectionError, OSError) as e:
-                raise ConnectionClosed(str(e)) from None
+                raise ConnectionClosed(f"{e} after {got} of {size} bytes of a request", mid_request=True) from None
             if n == 0:
-                raise ConnectionClosed("closed by peer in the middle of a request")
+                raise ConnectionClosed(f"closed by peer after {got} of {size} bytes of a request",
+                                       mid_request=True)
             got += n
             self.stats.bytes_in += n
         return fview
@@ -183,7 +195,10 @@ class Connection:
                 self.stats.requests += 1
                 self.stats.busy_s += time.monotonic() - started
         except ConnectionClosed as e:
-            log.debug("connection %s closed: %s", self.peer, e)
+            if e.mid_request:
+                log.info("connection from %s lost in the middle of a request: %s", self.peer, e)
+            else:
+                log.debug("connection %s closed: %s", self.peer, e)
         except FrameTooLargeError as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except ProtocolError as e:

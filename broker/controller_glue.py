@@ -89,10 +89,18 @@ def register(broker: Broker) -> None:
                     code = ErrorCode.KAFKA_STORAGE_ERROR
                 errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=code))
             topics.append(_LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=errs))
+        fetchers = broker.services["replica_fetchers"]
+        for tp in became_leader:
+            fetchers.remove_partition(tp)
+        for topic, partition, leader in became_follower:
+            p = rm.partitions[(topic, partition)]
+            fetchers.add_partition((topic, partition), leader, p.leader_epoch)
         for hook in broker.services.get("on_leadership", []):
             await hook(became_leader, became_follower)
         for tp in became_leader:
             rm.notify_hw(tp)
+        for topic, partition, _leader in became_follower:
+            rm.notify_hw((topic, partition))  # parked produces/fetches learn they lost leadership
         return _LAI(error_code=0, topics=topics)
 
     async def update_metadata(conn: Connection, req: Request) -> Any:
@@ -122,6 +130,7 @@ def register(broker: Broker) -> None:
                     code = ErrorCode.FENCED_LEADER_EPOCH
                 else:
                     stopped.append(tp)
+                    broker.services["replica_fetchers"].remove_partition(tp)
                     try:
                         await rm.stop_replica(tp, delete=ps.delete_partition)
                     except Exception as e:

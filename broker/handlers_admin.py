@@ -187,6 +187,9 @@ class AdminHandlers:
             return ErrorCode.TOPIC_ALREADY_EXISTS, str(e)
         except InvalidTopicError as e:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
+        if configs:
+            # The logs this broker creates for the topic (and DescribeConfigs) use its overrides at once.
+            self.broker.set_topic_overrides(name, configs)
         log.info("created topic %s with %d partitions, replication factor %d", name, len(assignment),
                  len(next(iter(assignment.values()))))
         return ErrorCode.NONE, None

@@ -29,10 +29,9 @@ def register(broker: Broker) -> None:
                 # Transactions need the transaction coordinator; until it runs here, say so retriably.
                 return _IPI(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
             return await txn.handle_init_producer_id(b, req.api_version)
-        if b.transaction_timeout_ms is not None and b.transaction_timeout_ms < 0:
-            return _IPI(error_code=ErrorCode.INVALID_TRANSACTION_TIMEOUT, producer_id=-1, producer_epoch=-1)
-        # Idempotent producers get a fresh id each time (epoch 0), as in Kafka; KIP-360's epoch bump
-        # applies to transactional ids.
+        # Without a transactional id the request is always accepted, whatever its transaction timeout
+        # (librdkafka's idempotent producer sends -1), and gets a fresh id with epoch 0, as in Kafka;
+        # KIP-360's epoch bump applies to transactional ids.
         pid = await pids.generate()
         return _IPI(error_code=0, producer_id=pid, producer_epoch=0)
 

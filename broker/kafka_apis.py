@@ -20,9 +20,10 @@ from protocol.exceptions import ProtocolError, UnsupportedVersionError
 from protocol.messages import (
     Request,
     api_versions_body,
-    decode_request,
+    decode_request_header,
     encode_response,
     peek_header,
+    request_type,
     response_type,
     unsupported_api_versions_response,
 )
@@ -50,13 +51,12 @@ class KafkaApis:
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> Parts | None:
         try:
-            request = decode_request(frame)
+            request = self.decode(frame)
         except UnsupportedVersionError as e:
             if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:
                 # KIP-511: answer a too-new ApiVersions with v0, error 35 and our ranges.
                 return [unsupported_api_versions_response(e.correlation_id)]
-            log.warning("closing connection from %s: %s", conn.peer, e)
-            raise ProtocolError(str(e)) from None
+            raise ProtocolError(str(e)) from None  # the connection logs it once and closes
         except ProtocolError as e:
             try:
                 api_key, api_version, _ = peek_header(frame)
@@ -80,6 +80,17 @@ class KafkaApis:
         if body is None:
             return None  # acks=0 produce
         return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)
+
+    @staticmethod
+    def decode(frame: memoryview) -> Request:
+        """Decode a request; bytes after the body's last field are ignored, as Kafka ignores them.
+
+        librdkafka (2.x) sends Metadata v9+ for all topics with the null topic array padded to four
+        bytes, so a strict decoder would drop every librdkafka client.
+        """
+        header, pos = decode_request_header(frame)
+        body, _end = request_type(header.api_key).decode(frame, header.api_version, pos, exact=False)
+        return Request(header, body, len(frame))
 
     def refuse(self, request: Request) -> Any:
         """Produce v0-2: advertised for librdkafka's sake, answered UNSUPPORTED_VERSION per partition."""

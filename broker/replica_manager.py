@@ -66,6 +66,7 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("Fetch")
         self.listeners_on_append: list[Callable[[TP], None]] = []
         self.listeners_on_stop: list[Callable[[TP], None]] = []
+        self.isr_manager: Any = None  # set by the broker once it can reach the controller
         self.messages_in = 0
         self.bytes_in = 0
 
@@ -291,6 +292,8 @@ class ReplicaManager:
                         if p.update_follower_fetch(replica_id, fp.fetch_offset,
                                                    body.replica_state.replica_epoch if version >= 15 else -1):
                             self.notify_hw(tp)
+                        if self.isr_manager is not None and replica_id not in p.isr:
+                            self.isr_manager.maybe_expand(p)
                         max_offset = None
                     elif isolation == READ_COMMITTED:
                         max_offset = p.log.last_stable_offset

@@ -15,8 +15,16 @@ log = logging.getLogger(__name__)
 
 async def start_services(broker: Broker) -> None:
     from broker import controller_glue, handlers_admin, handlers_data, handlers_group, handlers_txn
+    from broker.isr_manager import IsrManager
+    from broker.replica_fetcher import ReplicaFetcherManager
 
     broker.services["metadata_waiters"] = Purgatory("Metadata")
+    broker.services["replica_fetchers"] = ReplicaFetcherManager(broker)
+    isr = IsrManager(broker)
+    broker.services["isr_manager"] = isr
+    assert broker.replica_manager is not None
+    broker.replica_manager.isr_manager = isr
+    await isr.start()
     broker.services.setdefault("on_leadership", [])
     handlers_data.register(broker)
     controller_glue.register(broker)
@@ -26,6 +34,12 @@ async def start_services(broker: Broker) -> None:
 
 
 async def stop_services(broker: Broker) -> None:
+    fetchers = broker.services.pop("replica_fetchers", None)
+    if fetchers is not None:
+        await fetchers.shutdown()
+    isr = broker.services.pop("isr_manager", None)
+    if isr is not None:
+        await isr.stop()
     coordinator = broker.services.pop("group_coordinator", None)
     if coordinator is not None:
         try:

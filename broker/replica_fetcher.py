@@ -1,0 +1,325 @@
+"""Follower replication: one fetcher per leader broker, fetching every partition it follows there.
+
+A partition enters a fetcher in the *truncating* state (KIP-101/279): before fetching, the follower
+asks the leader (OffsetForLeaderEpoch) where its own latest leader epoch ends in the leader's log and
+truncates to that point (or to its own end of that epoch when the leader answers with an older
+epoch). Truncating to the high watermark instead would lose committed data or let replicas diverge.
+Then it fetches from its LEO with ``replica_id`` set, appends the leader's batches as they are (the
+offsets and epochs the leader assigned), and takes the HW from the leader's responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from controller.channel import read_frame
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import decode_response, encode_request, request_type
+from protocol.records import iter_batches
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.partition import Partition
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+FETCH_VERSION = 11  # topic names, current leader epoch (KIP-320), log start offsets, rack id
+EPOCH_VERSION = 3  # replica id + current leader epoch
+_FETCH_REQ = request_type(ApiKey.FETCH)
+_EPOCH_REQ = request_type(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+
+
+@dataclass(slots=True)
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+class LeaderConnection:
+    """One connection to a leader broker's inter-broker listener, one request at a time."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+        self.host, self.port, self.client_id, self.timeout_s = host, port, client_id, timeout_s
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.correlation = 0
+
+    async def request(self, api_key: int, version: int, body: Any, extra_wait_s: float = 0.0) -> Any:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
+                                                              self.timeout_s)
+        assert self.reader is not None
+        self.correlation = (self.correlation + 1) & 0x7FFFFFFF
+        self.writer.write(encode_request(api_key, version, self.correlation, self.client_id, body))
+        await self.writer.drain()
+        frame = await asyncio.wait_for(read_frame(self.reader), self.timeout_s + extra_wait_s)
+        corr, resp = decode_response(api_key, version, memoryview(bytearray(frame)))
+        if corr != self.correlation:
+            raise ConnectionError(f"correlation id {corr} does not match request {self.correlation}")
+        return resp
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+class ReplicaFetcher:
+    """Replicates the partitions this broker follows whose leader is ``leader_id``."""
+
+    def __init__(self, broker: Broker, leader_id: int) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.partitions: dict[TP, FetchState] = {}
+        self.wakeup = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.conn: LeaderConnection | None = None
+        cfg = broker.config
+        self.max_wait_ms = cfg.get("replica.fetch.wait.max.ms")
+        self.min_bytes = cfg.get("replica.fetch.min.bytes")
+        self.max_bytes = cfg.get("replica.fetch.response.max.bytes")
+        self.partition_max_bytes = cfg.get("replica.fetch.max.bytes")
+        self.backoff_s = cfg.get("replica.fetch.backoff.ms") / 1000.0
+        self.timeout_s = cfg.get("replica.socket.timeout.ms") / 1000.0
+
+    def start(self) -> None:
+        self.task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+        if self.conn is not None:
+            self.conn.close()
+
+    def add(self, tp: TP, leader_epoch: int) -> None:
+        self.partitions[tp] = FetchState(leader_epoch)
+        self.wakeup.set()
+
+    def remove(self, tp: TP) -> None:
+        self.partitions.pop(tp, None)
+
+    # ------------------------------------------------------------------------------------------------
+
+    def _partition(self, tp: TP) -> Partition | None:
+        rm = self.broker.replica_manager
+        p = rm.partitions.get(tp) if rm is not None else None
+        if p is None or p.is_leader or p.leader_id != self.leader_id:
+            return None
+        return p
+
+    async def _connection(self) -> LeaderConnection:
+        if self.conn is None:
+            ep = self.broker.metadata.endpoint(self.leader_id, self.broker.inter_broker_listener)
+            if ep is None:
+                raise ConnectionError(f"no endpoint known for leader {self.leader_id}")
+            self.conn = LeaderConnection(ep[0], ep[1], f"replica-fetcher-{self.broker.broker_id}-{self.leader_id}",
+                                         self.timeout_s)
+        return self.conn
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self.partitions:
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                continue
+            try:
+                truncating = [tp for tp, st in self.partitions.items() if st.truncating]
+                if truncating:
+                    await self._truncate(truncating)
+                ready = {tp: st for tp, st in self.partitions.items()
+                         if not st.truncating and st.delayed_until <= loop.time()}
+                if not ready:
+                    await asyncio.sleep(self.backoff_s)
+                    continue
+                await self._fetch(ready)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as e:
+                log.info("[ReplicaFetcher leader=%d] connection problem: %r; retrying", self.leader_id, e)
+                if self.conn is not None:
+                    self.conn.close()
+                    self.conn = None
+                await asyncio.sleep(self.backoff_s * (0.8 + 0.4 * random.random()))
+            except Exception:
+                log.exception("[ReplicaFetcher leader=%d] unexpected error", self.leader_id)
+                if self.conn is not None:
+                    self.conn.close()
+                    self.conn = None
+                await asyncio.sleep(self.backoff_s)
+
+    # -- truncation (KIP-101 / KIP-279) ---------------------------------------------------------------
+
+    async def _truncate(self, tps: list[TP]) -> None:
+        by_topic: dict[str, list[Any]] = {}
+        no_epoch: list[TP] = []
+        for tp in tps:
+            p = self._partition(tp)
+            if p is None:
+                self.partitions.pop(tp, None)
+                continue
+            latest = p.log.latest_epoch
+            if latest is None:
+                # Nothing with an epoch locally: nothing to compare; fetch from our LEO (usually 0).
+                no_epoch.append(tp)
+                continue
+            by_topic.setdefault(tp[0], []).append(_EPOCH_REQ.OffsetForLeaderPartition(
+                partition=tp[1], current_leader_epoch=self.partitions[tp].leader_epoch, leader_epoch=latest))
+        for tp in no_epoch:
+            self.partitions[tp].truncating = False
+        if not by_topic:
+            return
+        body = _EPOCH_REQ(replica_id=self.broker.broker_id, topics=[
+            _EPOCH_REQ.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        conn = await self._connection()
+        resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body)
+        for topic in resp.topics:
+            for r in topic.partitions:
+                tp = (topic.topic, r.partition)
+                st = self.partitions.get(tp)
+                p = self._partition(tp)
+                if st is None or p is None:
+                    continue
+                if r.error_code != ErrorCode.NONE:
+                    log.info("[ReplicaFetcher leader=%d] OffsetForLeaderEpoch for %s-%d: %s", self.leader_id,
+                             tp[0], tp[1], ErrorCode(r.error_code).name)
+                    st.delayed_until = asyncio.get_running_loop().time() + self.backoff_s
+                    continue
+                target = self._truncation_offset(p, r.leader_epoch, r.end_offset)
+                if target < p.log.log_end_offset:
+                    log.info("[ReplicaFetcher leader=%d] truncating %s-%d from %d to %d (leader epoch %d ends at %d)",
+                             self.leader_id, tp[0], tp[1], p.log.log_end_offset, target, r.leader_epoch,
+                             r.end_offset)
+                    await asyncio.get_running_loop().run_in_executor(None, p.log.truncate_to, target)
+                st.truncating = False
+
+    @staticmethod
+    def _truncation_offset(p: Partition, leader_epoch: int, leader_end_offset: int) -> int:
+        leo = p.log.log_end_offset
+        if leader_epoch < 0 or leader_end_offset < 0:
+            # The leader knows no epoch at or below ours (KIP-279: UNDEFINED): keep our HW.
+            return min(p.log.high_watermark, leo)
+        local_epoch = p.log.latest_epoch
+        if local_epoch is not None and leader_epoch == local_epoch:
+            return min(leader_end_offset, leo)
+        # The leader's answer is an older epoch: truncate to where *that* epoch ends for both of us.
+        _e, local_end = p.log.end_offset_for_epoch(leader_epoch)
+        return min(leader_end_offset, local_end if local_end >= 0 else leo, leo)
+
+    # -- fetching ---------------------------------------------------------------------------------------
+
+    async def _fetch(self, ready: dict[TP, FetchState]) -> None:
+        by_topic: dict[str, list[Any]] = {}
+        for tp, st in ready.items():
+            p = self._partition(tp)
+            if p is None:
+                self.partitions.pop(tp, None)
+                continue
+            by_topic.setdefault(tp[0], []).append(_FETCH_REQ.FetchPartition(
+                partition=tp[1], current_leader_epoch=st.leader_epoch, fetch_offset=p.log.log_end_offset,
+                log_start_offset=p.log.log_start_offset, partition_max_bytes=self.partition_max_bytes))
+        if not by_topic:
+            return
+        body = _FETCH_REQ(replica_id=self.broker.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+                          max_bytes=self.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                          topics=[_FETCH_REQ.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+                          forgotten_topics_data=[], rack_id=self.broker.config.get("broker.rack") or "")
+        conn = await self._connection()
+        resp = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, extra_wait_s=self.max_wait_ms / 1000.0)
+        loop = asyncio.get_running_loop()
+        for topic in resp.responses:
+            for pd in topic.partitions:
+                tp = (topic.topic, pd.partition_index)
+                st = self.partitions.get(tp)
+                p = self._partition(tp)
+                if st is None or p is None:
+                    continue
+                code = pd.error_code
+                if code == ErrorCode.NONE:
+                    await self._process(p, pd)
+                elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self._handle_out_of_range(p, pd)
+                elif code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    # Our view of leadership is stale or ahead: wait for the controller's LeaderAndIsr.
+                    st.delayed_until = loop.time() + self.backoff_s
+                else:
+                    log.warning("[ReplicaFetcher leader=%d] fetch of %s-%d failed: %s", self.leader_id, tp[0], tp[1],
+                                ErrorCode(code).name)
+                    st.delayed_until = loop.time() + self.backoff_s
+
+    async def _process(self, p: Partition, pd: Any) -> None:
+        records = pd.records
+        if records is not None and len(records):
+            end = 0
+            for b in iter_batches(records, allow_partial_tail=True):
+                end = b.pos + b.size
+            if end:
+                p.log.append(records[:end], assign_offsets=False, from_client=False)
+                self.broker.replica_manager.notify_append(p.tp)  # type: ignore[union-attr]
+        # The follower's HW is the leader's, bounded by what we hold.
+        hw = min(pd.high_watermark, p.log.log_end_offset)
+        if hw > p.log.high_watermark:
+            p.log.high_watermark = hw
+        if pd.log_start_offset > p.log.log_start_offset and pd.log_start_offset <= p.log.high_watermark:
+            p.log.delete_records(pd.log_start_offset)
+
+    async def _handle_out_of_range(self, p: Partition, pd: Any) -> None:
+        """Our LEO is outside the leader's log: after an unclean election, or behind its log start."""
+        leo = p.log.log_end_offset
+        loop = asyncio.get_running_loop()
+        if pd.log_start_offset >= 0 and leo < pd.log_start_offset:
+            log.warning("[ReplicaFetcher leader=%d] %s-%d is behind the leader's log start %d: starting over there",
+                        self.leader_id, p.topic, p.partition, pd.log_start_offset)
+            await loop.run_in_executor(None, p.log.truncate_fully_and_start_at, pd.log_start_offset)
+        elif pd.high_watermark >= 0 and leo > pd.high_watermark:
+            # Ahead of the leader (it was elected uncleanly): redo epoch-based truncation.
+            self.partitions[p.tp].truncating = True
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.follower_of: dict[TP, int] = {}
+
+    def add_partition(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
+        self.remove_partition(tp)
+        if leader_id < 0:
+            return
+        f = self.fetchers.get(leader_id)
+        if f is None:
+            f = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id)
+            f.start()
+        f.add(tp, leader_epoch)
+        self.follower_of[tp] = leader_id
+
+    def remove_partition(self, tp: TP) -> None:
+        leader = self.follower_of.pop(tp, None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].remove(tp)
+
+    async def shutdown(self) -> None:
+        for f in self.fetchers.values():
+            await f.stop()
+        self.fetchers.clear()
+
+    def lag(self) -> dict[TP, int]:
+        """Per followed partition: how far our LEO is behind the leader's HW as last seen."""
+        rm = self.broker.replica_manager
+        out = {}
+        for tp in self.follower_of:
+            p = rm.partitions.get(tp) if rm is not None else None
+            if p is not None:
+                out[tp] = max(0, p.high_watermark - p.log.log_end_offset)
+        return out
