@@ -131,10 +131,16 @@ class Broker:
         await start_services(self)
         await self._start_listeners()
         self.broker_epoch = await self.zk_call(self.zk.register_broker, self._registration())
+        # After a ZooKeeper session expiry the client re-registers us; the new czxid is our epoch.
+        self.zk.on_broker_reregistered(self._on_reregistered)
         from broker.controller_glue import start_controller_services
 
         await start_controller_services(self)
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    def _on_reregistered(self, epoch: int) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(setattr, self, "broker_epoch", epoch)
 
     def _registration(self) -> zd.BrokerRegistration:
         eps = tuple(zd.EndPoint(host=self._advertised_host(e), port=self.bound.get(e.name, (e.host, e.port))[1]

@@ -1,0 +1,170 @@
+"""A broker's channel to the active controller (Kafka's ``BrokerToControllerChannelManager``).
+
+Partition leaders send AlterPartition (ISR changes) and a stopping broker sends ControlledShutdown to
+whichever broker is controller right now. The controller is found from ``/controller`` (kept current
+with a watch) and its registration under ``/brokers/ids``; when it moves, or the connection fails,
+the request goes again to the new controller until its deadline passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import Any
+
+from controller.channel import INTER_BROKER_VERSIONS, inter_broker_endpoint, read_frame
+from controller.zk_client import KafkaZkClient
+from controller.zk_data import EndPoint
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import decode_response, encode_request, new_request
+from protocol.schema import Struct
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ControllerNotAvailableError", "InterBrokerClient"]
+
+
+class ControllerNotAvailableError(Exception):
+    """No controller could be reached before the deadline."""
+
+
+class InterBrokerClient:
+    """Sends requests to the active controller, following it when it moves."""
+
+    def __init__(self, zk: KafkaZkClient, broker_id: int, loop: asyncio.AbstractEventLoop | None = None, *,
+                 listener_name: str | None = "PLAINTEXT", request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.loop = loop
+        self.listener_name = listener_name
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self._controller: tuple[int, EndPoint] | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._conn_to: tuple[int, EndPoint] | None = None
+        self._lock = asyncio.Lock()
+        self._correlation = itertools.count(1)
+        self._closed = False
+
+    async def start(self) -> None:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        with contextlib.suppress(Exception):
+            await self._refresh_controller()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._disconnect()
+
+    # ------------------------------------------------------------------------------------------
+
+    def _watch(self, event: Any) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed() or self._closed:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._invalidate)
+
+    def _invalidate(self) -> None:
+        self._controller = None
+
+    async def _refresh_controller(self) -> tuple[int, EndPoint] | None:
+        assert self.loop is not None
+
+        def lookup() -> tuple[int, EndPoint] | None:
+            reg = self.zk.get_controller(watch=self._watch)
+            if reg is None:
+                return None
+            broker = self.zk.get_broker(reg.broker_id)
+            if broker is None:
+                return None
+            return reg.broker_id, inter_broker_endpoint(broker, self.listener_name)
+        self._controller = await self.loop.run_in_executor(None, lookup)
+        return self._controller
+
+    async def controller_id(self) -> int | None:
+        c = self._controller or await self._refresh_controller()
+        return c[0] if c else None
+
+    def _disconnect(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        self._reader = self._writer = None
+        self._conn_to = None
+
+    # ------------------------------------------------------------------------------------------
+
+    async def send(self, api_key: int, body: Struct, timeout: float | None = None) -> Struct:
+        """Send ``body`` to the controller and return the response body.
+
+        Connection failures and controller moves are retried until ``timeout`` (default: the
+        request timeout); then ``ControllerNotAvailableError``. Responses are returned as they are:
+        the caller handles error codes such as NOT_CONTROLLER.
+        """
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        deadline = self.loop.time() + (timeout if timeout is not None else self.request_timeout)
+        version = INTER_BROKER_VERSIONS[api_key]
+        last_err: BaseException | None = None
+        async with self._lock:
+            while not self._closed:
+                remaining = deadline - self.loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    target = self._controller or await self._refresh_controller()
+                    if target is None:
+                        raise ConnectionError("no active controller")
+                    if self._writer is None or self._conn_to != target:
+                        self._disconnect()
+                        self._reader, self._writer = await asyncio.wait_for(
+                            asyncio.open_connection(target[1].host, target[1].port), remaining)
+                        self._conn_to = target
+                    corr = next(self._correlation) & 0x7FFFFFFF
+                    assert self._writer is not None and self._reader is not None
+                    self._writer.write(encode_request(api_key, version, corr, f"broker-{self.broker_id}-to-controller",
+                                                      body))
+                    await self._writer.drain()
+                    frame = await asyncio.wait_for(read_frame(self._reader), max(0.001, deadline - self.loop.time()))
+                    got, resp = decode_response(api_key, version, frame)
+                    if got != corr:
+                        raise ConnectionError(f"correlation id mismatch ({got} != {corr})")
+                    return resp
+                except (TimeoutError, OSError, asyncio.IncompleteReadError, ConnectionError) as e:
+                    last_err = e
+                    self._disconnect()
+                    self._controller = None
+                    await asyncio.sleep(min(self.retry_backoff, max(0.0, deadline - self.loop.time())))
+        raise ControllerNotAvailableError(f"no response from the controller: {last_err!r}")
+
+    async def alter_partition(self, body: Struct, timeout: float | None = None) -> Struct:
+        """AlterPartition v3 (``body`` built with ``new_request(ApiKey.ALTER_PARTITION, ...)``)."""
+        return await self.send(ApiKey.ALTER_PARTITION, body, timeout)
+
+    async def controlled_shutdown(self, broker_epoch: int, timeout: float | None = None) -> Struct:
+        body = new_request(ApiKey.CONTROLLED_SHUTDOWN, broker_id=self.broker_id, broker_epoch=broker_epoch)
+        return await self.send(ApiKey.CONTROLLED_SHUTDOWN, body, timeout)
+
+    async def controlled_shutdown_until_done(self, broker_epoch: int, *, max_retries: int = 3,
+                                             retry_backoff_ms: int = 5000, timeout: float | None = None) -> bool:
+        """Kafka's broker-side loop: ask until no partitions remain (``controlled.shutdown.max.retries``,
+        ``controlled.shutdown.retry.backoff.ms``). True when the controller moved everything away."""
+        for attempt in range(max_retries):
+            try:
+                resp = await self.controlled_shutdown(broker_epoch, timeout)
+            except ControllerNotAvailableError:
+                log.warning("controlled shutdown: no controller reachable (attempt %d)", attempt + 1)
+            else:
+                if resp.error_code == ErrorCode.NONE and not resp.remaining_partitions:
+                    return True
+                log.info("controlled shutdown attempt %d: error %d, %d partitions remaining", attempt + 1,
+                         resp.error_code, len(resp.remaining_partitions))
+            if attempt + 1 < max_retries:
+                await asyncio.sleep(retry_backoff_ms / 1000.0)
+        return False

@@ -1,0 +1,1612 @@
+"""The cluster controller (Kafka's ``KafkaController`` in ZooKeeper mode).
+
+Every broker runs a ``KafkaController``; the one whose ``Elector`` wins the election is *active*. On
+becoming active it loads the cluster from ZooKeeper (brokers, topics, assignments, partition states)
+and from then on reacts to ZooKeeper watches and to requests from brokers:
+
+- broker registrations appear / disappear / change epoch (``/brokers/ids``) -> broker startup/failure
+- topics appear (``/brokers/topics``) or gain partitions (topic znode data) -> new partitions
+- topics are marked for deletion (``/admin/delete_topics``) -> StopReplica + znode removal
+- ISR-change notifications, topic config changes (unclean leader election may have been enabled)
+- AlterPartition (ISR changes from partition leaders), ControlledShutdown, ElectLeaders
+- the periodic preferred-leader balance check (``auto.leader.rebalance.enable``)
+
+All of it runs as events handled one at a time by a single asyncio task (Kafka's
+ControllerEventManager), so the state (``ControllerContext``) needs no locks. ZooKeeper calls run in a
+thread executor; watches fire on kazoo's threads and are bridged in with ``call_soon_threadsafe``.
+
+Each state change follows Kafka's order: elect / compute, write the partition state znode with a
+conditional update on its version (fenced by the controller epoch's znode version), then send
+LeaderAndIsr to the partition's replicas and UpdateMetadata to every live broker. Each event's
+requests are collected in a batch and sent when the event is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError
+
+from controller import leader_election as le
+from controller import zk_data as zd
+from controller.channel import ControllerChannelManager, inter_broker_endpoint
+from controller.context import ControllerContext, ControllerStats, PartitionState, ReplicaState
+from controller.election import Elector
+from controller.zk_client import ControllerMovedError, KafkaZkClient
+from controller.zk_data import LeaderIsrAndControllerEpoch, ReplicaAssignment
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import new_response, request_type, response_type
+from protocol.schema import Struct
+
+log = logging.getLogger(__name__)
+state_change_log = logging.getLogger("kafkette.state.change")
+
+__all__ = ["ELECTION_PREFERRED", "ELECTION_UNCLEAN", "KafkaController"]
+
+TopicPartition = tuple[str, int]
+ConfigGetter = Callable[[str], Any]
+
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+
+EPOCH_DURING_DELETE = -2
+
+# Broker-level defaults the controller reads through ``config_getter`` (Kafka's names and defaults).
+CONTROLLER_CONFIG_DEFAULTS: dict[str, Any] = {
+    "unclean.leader.election.enable": False,
+    "delete.topic.enable": True,
+    "auto.leader.rebalance.enable": True,
+    "leader.imbalance.per.broker.percentage": 10,
+    "leader.imbalance.check.interval.seconds": 300,
+}
+
+
+def _as_bool(v: Any) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() == "true"
+    return bool(v)
+
+
+@dataclass
+class _Event:
+    name: str
+    payload: Any = None
+    future: asyncio.Future[Any] | None = None
+
+
+@dataclass
+class _RequestBatch:
+    """Requests collected while handling one event (Kafka's ControllerBrokerRequestBatch)."""
+
+    leader_and_isr: dict[int, dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch, ReplicaAssignment, bool]]] = \
+        field(default_factory=dict)
+    update_metadata_brokers: set[int] = field(default_factory=set)
+    update_metadata_partitions: set[TopicPartition] = field(default_factory=set)
+    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    full_leader_and_isr: set[int] = field(default_factory=set)
+
+    def empty(self) -> bool:
+        return not (self.leader_and_isr or self.update_metadata_brokers or self.stop_replica)
+
+
+class KafkaController:
+    """The controller of one broker: inactive until its elector wins.
+
+    ``config_getter(name)`` returns the broker's value of a config (``unclean.leader.election.enable``,
+    ``delete.topic.enable``, ``auto.leader.rebalance.enable``, ``leader.imbalance.per.broker.percentage``,
+    ``leader.imbalance.check.interval.seconds``); None means Kafka's default.
+    """
+
+    def __init__(self, zk: KafkaZkClient, broker_id: int, loop: asyncio.AbstractEventLoop | None = None,
+                 channel_manager: ControllerChannelManager | None = None,
+                 config_getter: ConfigGetter | None = None, *, listener_name: str | None = "PLAINTEXT",
+                 require_registration: bool = True) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.loop = loop
+        self.listener_name = listener_name
+        self.channel = channel_manager or ControllerChannelManager(broker_id, loop, listener_name=listener_name)
+        self._config_getter = config_getter
+        self.require_registration = require_registration
+        self.stats = ControllerStats()
+        self.context = ControllerContext(stats=self.stats)
+        self.elector: Elector | None = None
+        self._active = False
+        self._events: asyncio.Queue[_Event] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._batch = _RequestBatch()
+        self._busy = False
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._watched_topics: set[str] = set()
+        self._last_config_change: str | None = None
+        self._generation = 0  # bumps on every failover/resignation: stale watches are ignored
+        self.on_controller_change: list[Callable[[bool, int], Awaitable[None] | None]] = []
+
+    # ==========================================================================================
+    # Lifecycle
+
+    def config(self, name: str) -> Any:
+        v = None
+        if self._config_getter is not None:
+            try:
+                v = self._config_getter(name)
+            except KeyError:
+                v = None
+        return CONTROLLER_CONFIG_DEFAULTS.get(name) if v is None else v
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch if self._active else -1
+
+    @property
+    def unclean_leader_elections(self) -> int:
+        return self.stats.unclean_leader_elections
+
+    async def start(self) -> None:
+        """Start the event task and take part in controller election."""
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        if self.channel.loop is None:
+            self.channel.loop = self.loop
+        self._task = self.loop.create_task(self._run(), name=f"controller-events-{self.broker_id}")
+        self.elector = Elector(self.zk, self.broker_id, self.loop, on_become_controller=self._on_become_controller,
+                               on_resign=self._on_resign, require_registration=self.require_registration)
+        await self.elector.start()
+
+    async def shutdown(self) -> None:
+        """Stop: resign (deleting /controller so another broker takes over at once) and close channels."""
+        if self.elector is not None:
+            await self.elector.stop()
+        if self._active:
+            await self._on_resign()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await self.channel.shutdown()
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until no controller event is queued or running (tests)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._busy or not self._events.empty():
+            if loop.time() > deadline:
+                raise TimeoutError("controller events still pending")
+            await asyncio.sleep(0.01)
+
+    # ==========================================================================================
+    # Event plumbing
+
+    def _enqueue(self, name: str, payload: Any = None, *, want_result: bool = False) -> asyncio.Future[Any] | None:
+        fut = self.loop.create_future() if want_result and self.loop is not None else None
+        self._events.put_nowait(_Event(name, payload, fut))
+        return fut
+
+    def _post_threadsafe(self, name: str, payload: Any = None) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._enqueue, name, payload)
+
+    def _watcher(self, name: str, payload: Any = None) -> Callable[[Any], None]:
+        gen = self._generation
+
+        def fire(event: Any) -> None:
+            self._post_threadsafe(name, (gen, payload))
+        return fire
+
+    async def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self.loop is not None
+        return await self.loop.run_in_executor(None, fn, *args)
+
+    async def _run(self) -> None:
+        while True:
+            ev = await self._events.get()
+            self._busy = True
+            self._batch = _RequestBatch()
+            try:
+                result = await self._dispatch(ev)
+                self._flush_batch()
+                if ev.future is not None and not ev.future.done():
+                    ev.future.set_result(result)
+            except asyncio.CancelledError:
+                if ev.future is not None and not ev.future.done():
+                    ev.future.cancel()
+                raise
+            except ControllerMovedError as e:
+                log.warning("controller %d: fenced while handling %s (%s); resigning", self.broker_id, ev.name, e)
+                await self._resign_after_fencing()
+                if ev.future is not None and not ev.future.done():
+                    ev.future.set_exception(e)
+            except Exception as e:
+                log.exception("controller %d: handling event %s failed", self.broker_id, ev.name)
+                with contextlib.suppress(Exception):
+                    self._flush_batch()
+                if ev.future is not None and not ev.future.done():
+                    ev.future.set_exception(e)
+            finally:
+                self._busy = not self._events.empty()
+
+    async def _dispatch(self, ev: _Event) -> Any:
+        name = ev.name
+        if name == "failover":
+            return await self._failover(*ev.payload)
+        if name == "resign":
+            return self._resign_state()
+        if name == "alter_partition":
+            return await self._process_alter_partition(ev.payload)
+        if name == "controlled_shutdown":
+            return await self._process_controlled_shutdown(*ev.payload)
+        if name == "elect_leaders":
+            return await self._process_elect_leaders(*ev.payload)
+        if name == "reassign":
+            return await self._process_reassignments(ev.payload, from_znode=False)
+        if name == "list_reassignments":
+            return self._list_reassignments(ev.payload)
+        if not self._active:
+            return None
+        if name in ("broker_change", "topic_change", "topic_deletion", "partition_modification",
+                    "isr_change", "config_change", "broker_modification", "reassign_znode"):
+            gen, payload = ev.payload if isinstance(ev.payload, tuple) and len(ev.payload) == 2 else (None, None)
+            if gen is not None and gen != self._generation:
+                return None  # a watch from an earlier term
+            if name == "broker_change":
+                return await self._process_broker_change()
+            if name == "topic_change":
+                return await self._process_topic_change()
+            if name == "topic_deletion":
+                return await self._process_topic_deletion()
+            if name == "partition_modification":
+                return await self._process_partition_modification(payload)
+            if name == "isr_change":
+                return await self._process_isr_change()
+            if name == "config_change":
+                return await self._process_config_change()
+            if name == "reassign_znode":
+                return await self._process_reassign_znode()
+        if name == "stop_replica_response":
+            return await self._process_stop_replica_response(*ev.payload)
+        if name == "auto_rebalance":
+            return await self._process_auto_rebalance()
+        if name == "resume_deletion":
+            return await self._resume_deletions()
+        log.debug("controller %d: ignoring event %s", self.broker_id, name)
+        return None
+
+    # ==========================================================================================
+    # Becoming / stopping being the controller
+
+    async def _on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
+        fut = self._enqueue("failover", (epoch, epoch_zk_version), want_result=True)
+        assert fut is not None
+        await fut
+        await self._notify_change(True, epoch)
+
+    async def _on_resign(self) -> None:
+        fut = self._enqueue("resign", want_result=True)
+        assert fut is not None
+        with contextlib.suppress(Exception):
+            await fut
+        await self._notify_change(False, -1)
+
+    async def _notify_change(self, active: bool, epoch: int) -> None:
+        for cb in list(self.on_controller_change):
+            try:
+                r = cb(active, epoch)
+                if asyncio.iscoroutine(r):
+                    await r
+            except Exception:
+                log.exception("controller change listener failed")
+
+    async def _resign_after_fencing(self) -> None:
+        self._resign_state()
+        if self.elector is not None:
+            self.elector.epoch = -1
+            self.elector.epoch_zk_version = -1
+            self.elector.active_controller_id = -1
+            self.elector._post("controller_changed")
+
+    def _resign_state(self) -> None:
+        if not self._active:
+            return
+        log.info("controller %d: resigning (epoch %d)", self.broker_id, self.context.epoch)
+        self._active = False
+        self._generation += 1
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        for bid in list(self.channel.broker_ids()):
+            self.channel.remove_broker(bid)
+        self._batch = _RequestBatch()
+        self._watched_topics.clear()
+        self.context = ControllerContext(stats=self.stats)
+
+    async def _failover(self, epoch: int, epoch_zk_version: int) -> None:
+        log.info("controller %d: starting failover, epoch %d", self.broker_id, epoch)
+        self._generation += 1
+        ctx = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version, stats=self.stats)
+        self.context = ctx
+        self._active = True
+        await self.channel.start()
+
+        # Load everything, arming the watches as we read.
+        brokers = await self._zk(self.zk.get_all_brokers, self._watcher("broker_change"))
+        ctx.live_brokers = dict(brokers)
+        topics = await self._zk(self.zk.get_all_topics, self._watcher("topic_change"))
+        ctx.all_topics = set(topics)
+        await self._load_topics(topics)
+        states = await self._zk(self.zk.get_partition_states, ctx.all_partitions())
+        for tp, st in states.items():
+            ctx.leadership[tp] = st
+        deletions = await self._zk(self.zk.get_topic_deletions, self._watcher("topic_deletion"))
+        isr_changes = await self._zk(self.zk.get_isr_change_notifications, self._watcher("isr_change"))
+        changes = await self._zk(self.zk.get_config_change_notifications, self._watcher("config_change"))
+        self._last_config_change = changes[-1] if changes else None
+
+        for reg in ctx.live_brokers.values():
+            self.channel.add_broker(reg)
+
+        # Tell every broker about the new controller and the live brokers.
+        self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, ())
+
+        # Replica state machine start-up: live replicas online (LeaderAndIsr for all of them).
+        for tp, a in ctx.assignments.items():
+            for r in a.replicas:
+                ctx.set_replica_state(tp, r, ReplicaState.ONLINE if ctx.is_replica_online(r, tp, include_shutting_down=True)
+                                      else ReplicaState.DELETION_INELIGIBLE, check=False)
+        for tp in ctx.all_partitions():
+            if tp in ctx.leadership:
+                live = [r for r in ctx.replicas(tp) if ctx.is_replica_online(r, tp, include_shutting_down=True)]
+                self._add_leader_and_isr(live, tp)
+        self._batch.full_leader_and_isr |= ctx.live_or_shutting_down_broker_ids
+
+        # Partition state machine start-up.
+        for tp in ctx.all_partitions():
+            st = ctx.leadership.get(tp)
+            if st is None:
+                ctx.set_partition_state(tp, PartitionState.NEW, check=False)
+            elif ctx.is_replica_online(st.leader, tp, include_shutting_down=True):
+                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+            else:
+                ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
+        self._flush_batch()
+        await self._trigger_online_partition_state_change()
+
+        # Topic deletions and notifications left from before.
+        await self._handle_deletion_requests(deletions)
+        if isr_changes:
+            await self._apply_isr_changes(isr_changes)
+        self._flush_batch()
+        await self._resume_deletions()
+        # Reassignments in flight (adding/removing replicas in the assignment) and legacy requests.
+        for tp, a in sorted(ctx.assignments.items()):
+            if a.is_being_reassigned and not ctx.is_topic_queued_for_deletion(tp[0]):
+                ctx.partitions_being_reassigned.add(tp)
+                await self._maybe_complete_reassignment(tp)
+        await self._process_reassign_znode()
+
+        if _as_bool(self.config("auto.leader.rebalance.enable")):
+            self._rebalance_task = self.loop.create_task(self._rebalance_loop(self._generation),  # type: ignore[union-attr]
+                                                         name=f"controller-{self.broker_id}-rebalance")
+        log.info("controller %d: failover done, epoch %d: %d brokers, %d topics, %d partitions (%d offline)",
+                 self.broker_id, epoch, len(ctx.live_brokers), len(ctx.all_topics), len(ctx.assignments),
+                 ctx.offline_partition_count())
+
+    async def _load_topics(self, topics: Iterable[str]) -> list[str]:
+        """Read assignments (watching each topic znode), give topics without an id one. Returns the
+        topics loaded."""
+        ctx = self.context
+        names = list(topics)
+        for t in names:
+            if t not in self._watched_topics:
+                await self._zk(self.zk.exists, zd.topic_path(t), self._watcher("partition_modification", t))
+                self._watched_topics.add(t)
+        assignments = await self._zk(self.zk.get_topic_assignments, names)
+        loaded = []
+        for t in names:
+            ta = assignments.get(t)
+            if ta is None:
+                continue
+            topic_id = ta.topic_id
+            if topic_id is None:
+                topic_id = zd.random_uuid()
+                await self._zk(self.zk.set_topic_assignment, t, topic_id, ta.partitions, ctx.epoch_zk_version)
+            ctx.topic_ids[t] = topic_id
+            ctx.all_topics.add(t)
+            for p, a in ta.partitions.items():
+                ctx.assignments[(t, p)] = a
+            loaded.append(t)
+        return loaded
+
+    # ==========================================================================================
+    # Request batches
+
+    def _add_leader_and_isr(self, brokers: Iterable[int], tp: TopicPartition, *, is_new: bool = False) -> None:
+        ctx = self.context
+        st = ctx.leadership.get(tp)
+        a = ctx.assignments.get(tp)
+        if st is None or a is None:
+            return
+        for b in brokers:
+            if b < 0:
+                continue
+            self._batch.leader_and_isr.setdefault(b, {})[tp] = (st, a, is_new)
+        self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, (tp,))
+
+    def _add_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
+        self._batch.update_metadata_brokers.update(brokers)
+        self._batch.update_metadata_partitions.update(partitions)
+
+    def _add_stop_replica(self, brokers: Iterable[int], tp: TopicPartition, delete: bool) -> None:
+        for b in brokers:
+            cur = self._batch.stop_replica.setdefault(b, {})
+            cur[tp] = cur.get(tp, False) or delete
+
+    def _flush_batch(self) -> None:
+        batch, self._batch = self._batch, _RequestBatch()
+        if batch.empty() or not self._active:
+            return
+        ctx = self.context
+        lai_t = request_type(ApiKey.LEADER_AND_ISR)
+        for broker, parts in sorted(batch.leader_and_isr.items()):
+            by_topic: dict[str, list[Struct]] = {}
+            leaders: set[int] = set()
+            for (t, p), (st, a, is_new) in sorted(parts.items()):
+                by_topic.setdefault(t, []).append(lai_t.LeaderAndIsrPartitionState(
+                    partition_index=p, controller_epoch=st.controller_epoch, leader=st.leader,
+                    leader_epoch=st.leader_epoch, isr=list(st.isr), partition_epoch=st.zk_version,
+                    replicas=list(a.replicas), adding_replicas=list(a.adding_replicas),
+                    removing_replicas=list(a.removing_replicas), is_new=is_new,
+                    leader_recovery_state=st.leader_recovery_state))
+                leaders.add(st.leader)
+            live_leaders = []
+            for lid in sorted(leaders):
+                reg = ctx.live_brokers.get(lid)
+                if reg is None:
+                    continue
+                ep = inter_broker_endpoint(reg, self.listener_name)
+                live_leaders.append(lai_t.LeaderAndIsrLiveLeader(broker_id=lid, host_name=ep.host, port=ep.port))
+            body = lai_t(
+                controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=ctx.epoch,
+                broker_epoch=ctx.broker_epoch(broker), type=1 if broker in batch.full_leader_and_isr else 0,
+                topic_states=[lai_t.LeaderAndIsrTopicState(topic_name=t, topic_id=ctx.topic_ids.get(t, zd.ZERO_UUID),
+                                                           partition_states=ps) for t, ps in by_topic.items()],
+                live_leaders=live_leaders)
+            state_change_log.debug("controller %d epoch %d sending LeaderAndIsr to broker %d for %d partitions",
+                                   self.broker_id, ctx.epoch, broker, len(parts))
+            self.channel.send(broker, ApiKey.LEADER_AND_ISR, body, self._on_leader_and_isr_response)
+
+        if batch.update_metadata_brokers:
+            um_t = request_type(ApiKey.UPDATE_METADATA)
+            by_topic_um: dict[str, list[Struct]] = {}
+            for tp in sorted(batch.update_metadata_partitions):
+                st = ctx.leadership.get(tp)
+                a = ctx.assignments.get(tp)
+                if st is None or a is None:
+                    continue
+                leader = zd.LEADER_DURING_DELETE if ctx.is_topic_queued_for_deletion(tp[0]) else st.leader
+                by_topic_um.setdefault(tp[0], []).append(um_t.UpdateMetadataPartitionState(
+                    partition_index=tp[1], controller_epoch=st.controller_epoch, leader=leader,
+                    leader_epoch=st.leader_epoch, isr=list(st.isr), zk_version=st.zk_version,
+                    replicas=list(a.replicas), offline_replicas=[]))
+            topic_states = [um_t.UpdateMetadataTopicState(topic_name=t, topic_id=ctx.topic_ids.get(t, zd.ZERO_UUID),
+                                                           partition_states=ps) for t, ps in by_topic_um.items()]
+            live = [um_t.UpdateMetadataBroker(
+                id=reg.broker_id,
+                endpoints=[um_t.UpdateMetadataEndpoint(port=ep.port, host=ep.host, listener=ep.listener_name,
+                                                       security_protocol=ep.security_protocol_id)
+                           for ep in reg.endpoints],
+                rack=reg.rack) for _, reg in sorted(ctx.live_brokers.items())]
+            for broker in sorted(batch.update_metadata_brokers):
+                if broker not in ctx.live_brokers:
+                    continue
+                body = um_t(controller_id=self.broker_id, is_k_raft_controller=False, type=0,
+                            controller_epoch=ctx.epoch, broker_epoch=ctx.broker_epoch(broker),
+                            topic_states=topic_states, live_brokers=live)
+                self.channel.send(broker, ApiKey.UPDATE_METADATA, body, self._on_update_metadata_response)
+
+        sr_t = request_type(ApiKey.STOP_REPLICA)
+        for broker, parts in sorted(batch.stop_replica.items()):
+            by_topic_sr: dict[str, list[Struct]] = {}
+            for (t, p), delete in sorted(parts.items()):
+                st = ctx.leadership.get((t, p))
+                epoch = EPOCH_DURING_DELETE if ctx.is_topic_queued_for_deletion(t) else (
+                    st.leader_epoch if st is not None else -1)
+                by_topic_sr.setdefault(t, []).append(sr_t.StopReplicaPartitionState(
+                    partition_index=p, leader_epoch=epoch, delete_partition=delete))
+            body = sr_t(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=ctx.epoch,
+                        broker_epoch=ctx.broker_epoch(broker),
+                        topic_states=[sr_t.StopReplicaTopicState(topic_name=t, partition_states=ps)
+                                      for t, ps in by_topic_sr.items()])
+            deletes = {tp for tp, d in parts.items() if d}
+            self.channel.send(broker, ApiKey.STOP_REPLICA, body, self._stop_replica_callback(deletes))
+
+    def _on_leader_and_isr_response(self, broker: int, api_key: int, resp: Struct | None,
+                                    err: BaseException | None) -> None:
+        if err is not None or resp is None:
+            return
+        if resp.error_code != ErrorCode.NONE:
+            log.warning("controller %d: LeaderAndIsr to broker %d failed with error %d", self.broker_id, broker,
+                        resp.error_code)
+            return
+        for t in resp.topics:
+            for p in t.partition_errors:
+                if p.error_code != ErrorCode.NONE:
+                    log.info("controller %d: broker %d answered LeaderAndIsr for partition %d of topic %s with "
+                             "error %d", self.broker_id, broker, p.partition_index, t.topic_id, p.error_code)
+
+    def _on_update_metadata_response(self, broker: int, api_key: int, resp: Struct | None,
+                                     err: BaseException | None) -> None:
+        if resp is not None and resp.error_code != ErrorCode.NONE:
+            log.warning("controller %d: UpdateMetadata to broker %d failed with error %d", self.broker_id, broker,
+                        resp.error_code)
+
+    def _stop_replica_callback(self, deletes: set[TopicPartition]) -> Callable[..., None]:
+        gen = self._generation
+
+        def cb(broker: int, api_key: int, resp: Struct | None, err: BaseException | None) -> None:
+            if not deletes or gen != self._generation:
+                return
+            errors: dict[TopicPartition, int] = {}
+            if resp is None:
+                errors = {tp: ErrorCode.NETWORK_EXCEPTION for tp in deletes}
+            elif resp.error_code != ErrorCode.NONE:
+                errors = {tp: resp.error_code for tp in deletes}
+            else:
+                for pe in resp.partition_errors:
+                    tp = (pe.topic_name, pe.partition_index)
+                    if tp in deletes and pe.error_code != ErrorCode.NONE:
+                        errors[tp] = pe.error_code
+            self._enqueue("stop_replica_response", (broker, deletes, errors))
+        return cb
+
+    # ==========================================================================================
+    # Partition and replica state machines
+
+    def _unclean_enabled(self, topic_config: dict[str, str]) -> bool:
+        v = topic_config.get("unclean.leader.election.enable")
+        if v is None:
+            return _as_bool(self.config("unclean.leader.election.enable"))
+        return _as_bool(v)
+
+    async def _trigger_online_partition_state_change(self, partitions: Iterable[TopicPartition] | None = None,
+                                                     *, force_unclean: bool = False) -> dict[TopicPartition, int]:
+        """Move New/Offline partitions (not being deleted) online. Returns failures: partition -> error."""
+        ctx = self.context
+        if partitions is None:
+            candidates = [tp for tp in ctx.partitions_in_states(PartitionState.NEW, PartitionState.OFFLINE)
+                          if not ctx.is_topic_queued_for_deletion(tp[0])]
+        else:
+            candidates = [tp for tp in partitions
+                          if ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)]
+        if not candidates:
+            return {}
+        new = [tp for tp in candidates if tp not in ctx.leadership]
+        offline = [tp for tp in candidates if tp in ctx.leadership]
+        failures: dict[TopicPartition, int] = {}
+        if new:
+            failures.update(await self._initialize_leader_and_isr(new))
+        if offline:
+            ok, failed = await self._elect_leaders(offline, "offline", force_unclean=force_unclean)
+            for tp in ok:
+                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+            for tp, code in failed.items():
+                ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
+                failures[tp] = code
+        return failures
+
+    async def _initialize_leader_and_isr(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """New -> Online: the first live assigned replica leads, the live replicas form the ISR."""
+        ctx = self.context
+        to_create: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        failures: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            live = [r for r in ctx.replicas(tp) if ctx.is_replica_online(r, tp)]
+            if not live:
+                state_change_log.error("controller %d epoch %d failed to make %s-%d online: none of the assigned "
+                                       "replicas %s is alive", self.broker_id, ctx.epoch, tp[0], tp[1], ctx.replicas(tp))
+                failures[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                continue
+            to_create[tp] = LeaderIsrAndControllerEpoch(leader=live[0], leader_epoch=zd.INITIAL_LEADER_EPOCH,
+                                                        isr=tuple(live), controller_epoch=ctx.epoch, zk_version=0)
+        if not to_create:
+            return failures
+        results = await self._zk(self.zk.create_partition_states, to_create, ctx.epoch_zk_version)
+        existing: list[TopicPartition] = []
+        for tp, r in results.items():
+            if isinstance(r, NodeExistsError):
+                existing.append(tp)
+            elif isinstance(r, Exception):
+                state_change_log.error("controller %d: creating state of %s-%d failed: %r", self.broker_id, tp[0],
+                                       tp[1], r)
+                failures[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+            else:
+                ctx.leadership[tp] = r
+                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+                live = [x for x in ctx.replicas(tp) if ctx.is_replica_online(x, tp)]
+                self._add_leader_and_isr(live, tp, is_new=True)
+                self.stats.leader_elections += 1
+        if existing:
+            # A previous controller got this far already: take the state found and elect if needed.
+            states = await self._zk(self.zk.get_partition_states, existing)
+            for tp in existing:
+                st = states.get(tp)
+                if st is None:
+                    failures[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+                    continue
+                ctx.leadership[tp] = st
+                ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
+            failures.update(await self._trigger_online_partition_state_change(
+                [tp for tp in existing if tp in ctx.leadership]))
+        return failures
+
+    async def _elect_leaders(self, partitions: list[TopicPartition], strategy: str, *,
+                             force_unclean: bool = False) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch],
+                                                                   dict[TopicPartition, int]]:
+        """Elect with ``strategy`` ('offline', 'preferred', 'controlled_shutdown', 'reassign'): read the
+        current states, compute, write conditionally (retrying partitions whose znode moved), then
+        queue LeaderAndIsr for the live replicas. Returns (new states, failures -> error code)."""
+        ctx = self.context
+        done: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        failed: dict[TopicPartition, int] = {}
+        remaining = list(partitions)
+        topic_configs: dict[str, dict[str, str]] = {}
+        if strategy == "offline" and not force_unclean:
+            topic_configs = await self._zk(self.zk.get_topic_configs, sorted({t for t, _ in remaining}))
+        attempts = 0
+        while remaining:
+            attempts += 1
+            if attempts > 20:
+                for tp in remaining:
+                    failed[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+                break
+            states = await self._zk(self.zk.get_partition_states, remaining)
+            to_write: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+            results: dict[TopicPartition, le.ElectionResult] = {}
+            for tp in remaining:
+                st = states.get(tp)
+                if st is None:
+                    failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if st.controller_epoch > ctx.epoch:
+                    raise ControllerMovedError(f"partition {tp} was written by controller epoch "
+                                               f"{st.controller_epoch} > {ctx.epoch}")
+                ctx.leadership[tp] = st
+                assignment = ctx.replicas(tp)
+                if strategy == "offline":
+                    unclean = force_unclean or self._unclean_enabled(topic_configs.get(tp[0], {}))
+                    res = le.elect_offline(tp, st, assignment, ctx.live_broker_ids, unclean)
+                elif strategy == "preferred":
+                    res = le.elect_preferred(tp, st, assignment, ctx.live_broker_ids)
+                elif strategy == "controlled_shutdown":
+                    res = le.elect_controlled_shutdown(tp, st, assignment, ctx.live_or_shutting_down_broker_ids,
+                                                       ctx.shutting_down_broker_ids)
+                elif strategy == "reassign":
+                    target = ctx.assignments[tp].target_replicas
+                    res = le.elect_for_reassignment(tp, st, target, ctx.live_broker_ids)
+                else:
+                    raise ValueError(strategy)
+                if res.new_state is None:
+                    failed[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if strategy == "preferred"
+                                  else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+                    if strategy == "offline":
+                        state_change_log.error(
+                            "controller %d epoch %d: no leader for %s-%d: no live replica in ISR %s (assignment %s)%s",
+                            self.broker_id, ctx.epoch, tp[0], tp[1], list(st.isr), list(assignment),
+                            "" if self._unclean_enabled(topic_configs.get(tp[0], {})) or force_unclean
+                            else " and unclean leader election is disabled")
+                    continue
+                results[tp] = res
+                to_write[tp] = res.new_state.with_controller_epoch(ctx.epoch)
+            if not to_write:
+                break
+            upd = await self._zk(self.zk.update_partition_states, to_write, ctx.epoch_zk_version)
+            for tp, new_state in upd.finished.items():
+                res = results[tp]
+                ctx.leadership[tp] = new_state
+                done[tp] = new_state
+                self.stats.leader_elections += 1
+                if res.unclean:
+                    self.stats.unclean_leader_elections += 1
+                    log.warning("controller %d: UNCLEAN leader election for %s-%d: replica %d, not in ISR %s, "
+                                "leads now (leader epoch %d); records acknowledged by the old ISR may be lost",
+                                self.broker_id, tp[0], tp[1], new_state.leader, list(states[tp].isr),
+                                new_state.leader_epoch)
+                state_change_log.info("controller %d epoch %d elected leader %d for %s-%d (%s): leader epoch %d, "
+                                      "ISR %s, partition epoch %d", self.broker_id, ctx.epoch, new_state.leader,
+                                      tp[0], tp[1], strategy, new_state.leader_epoch, list(new_state.isr),
+                                      new_state.zk_version)
+                recipients = [r for r in res.live_replicas if r in ctx.live_brokers]
+                self._add_leader_and_isr(recipients, tp)
+            for tp, e in upd.failed.items():
+                log.error("controller %d: writing the state of %s-%d failed: %r", self.broker_id, tp[0], tp[1], e)
+                failed[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+            if upd.to_retry:
+                self.stats.zk_write_conflicts += len(upd.to_retry)
+            remaining = list(upd.to_retry)
+        return done, failed
+
+    async def _remove_replicas_from_isr(self, replicas: list[tuple[TopicPartition, int]]) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """OfflineReplica: take each replica out of its partition's ISR (conditional writes, retried)."""
+        ctx = self.context
+        by_tp: dict[TopicPartition, list[int]] = {}
+        for tp, r in replicas:
+            by_tp.setdefault(tp, []).append(r)
+        done: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        remaining = list(by_tp)
+        for _ in range(20):
+            if not remaining:
+                break
+            states = await self._zk(self.zk.get_partition_states, remaining)
+            to_write: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+            for tp in remaining:
+                st = states.get(tp)
+                if st is None:
+                    continue
+                if st.controller_epoch > ctx.epoch:
+                    raise ControllerMovedError(f"partition {tp} written by a newer controller")
+                ctx.leadership[tp] = st
+                new = le.remove_replicas_from_isr(st, by_tp[tp])
+                if new is not None:
+                    to_write[tp] = new.with_controller_epoch(ctx.epoch)
+            if not to_write:
+                break
+            upd = await self._zk(self.zk.update_partition_states, to_write, ctx.epoch_zk_version)
+            for tp, st in upd.finished.items():
+                ctx.leadership[tp] = st
+                done[tp] = st
+                state_change_log.info("controller %d epoch %d removed %s from the ISR of %s-%d: leader %d, ISR %s, "
+                                      "leader epoch %d", self.broker_id, ctx.epoch, by_tp[tp], tp[0], tp[1], st.leader,
+                                      list(st.isr), st.leader_epoch)
+            for tp, e in upd.failed.items():
+                log.error("controller %d: shrinking the ISR of %s-%d failed: %r", self.broker_id, tp[0], tp[1], e)
+            remaining = list(upd.to_retry)
+        return done
+
+    async def _offline_replicas(self, replicas: list[tuple[TopicPartition, int]]) -> None:
+        """Replica state machine -> OfflineReplica."""
+        ctx = self.context
+        if not replicas:
+            return
+        for tp, r in replicas:
+            self._add_stop_replica([r], tp, False)
+        updated = await self._remove_replicas_from_isr(replicas)
+        offline_of: dict[TopicPartition, set[int]] = {}
+        for tp, r in replicas:
+            offline_of.setdefault(tp, set()).add(r)
+            ctx.set_replica_state(tp, r, ReplicaState.OFFLINE, check=False)
+        for tp in updated:
+            if ctx.is_topic_queued_for_deletion(tp[0]):
+                continue
+            recipients = [r for r in ctx.replicas(tp) if r not in offline_of[tp] and r in ctx.live_brokers]
+            self._add_leader_and_isr(recipients, tp)
+
+    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        ctx = self.context
+        for tp in partitions:
+            ctx.set_partition_state(tp, PartitionState.NEW, check=False)
+            for r in ctx.replicas(tp):
+                ctx.set_replica_state(tp, r, ReplicaState.NEW, check=False)
+        await self._initialize_leader_and_isr(sorted(partitions))
+        for tp in partitions:
+            for r in ctx.replicas(tp):
+                if ctx.is_replica_online(r, tp, include_shutting_down=True):
+                    ctx.set_replica_state(tp, r, ReplicaState.ONLINE, check=False)
+
+    # ==========================================================================================
+    # Brokers
+
+    async def _process_broker_change(self) -> None:
+        ctx = self.context
+        current = await self._zk(self.zk.get_all_brokers, self._watcher("broker_change"))
+        old = ctx.live_brokers
+        new_ids = sorted(set(current) - set(old))
+        dead_ids = sorted(set(old) - set(current))
+        bounced = sorted(b for b in set(current) & set(old) if current[b].broker_epoch != old[b].broker_epoch)
+        changed = sorted(b for b in set(current) & set(old) if b not in bounced and current[b] != old[b])
+        if not (new_ids or dead_ids or bounced or changed):
+            return
+        log.info("controller %d: broker change: new %s, dead %s, bounced %s, updated %s", self.broker_id, new_ids,
+                 dead_ids, bounced, changed)
+        for b in new_ids:
+            self.channel.add_broker(current[b])
+        for b in bounced:
+            self.channel.remove_broker(b)
+            self.channel.add_broker(current[b])
+        for b in dead_ids:
+            self.channel.remove_broker(b)
+        for b in changed:
+            ctx.live_brokers[b] = current[b]
+            self.channel.update_broker(current[b])
+        if new_ids:
+            for b in new_ids:
+                ctx.live_brokers[b] = current[b]
+            await self._on_broker_startup(new_ids)
+        if bounced:
+            for b in bounced:
+                ctx.live_brokers.pop(b, None)
+            await self._on_broker_failure(bounced)
+            for b in bounced:
+                ctx.live_brokers[b] = current[b]
+            await self._on_broker_startup(bounced)
+        if dead_ids:
+            for b in dead_ids:
+                ctx.live_brokers.pop(b, None)
+            await self._on_broker_failure(dead_ids)
+        if changed:
+            self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, ())
+
+    async def _on_broker_startup(self, new_brokers: list[int]) -> None:
+        ctx = self.context
+        ctx.shutting_down_broker_ids -= set(new_brokers)
+        existing = ctx.live_or_shutting_down_broker_ids - set(new_brokers)
+        self._add_update_metadata(existing, ())
+        self._add_update_metadata(new_brokers, [tp for tp in ctx.all_partitions() if tp in ctx.leadership])
+        # Their replicas come online: LeaderAndIsr (full state) to the new brokers.
+        replicas = ctx.replicas_on_brokers(new_brokers)
+        for tp, r in replicas:
+            if ctx.is_topic_queued_for_deletion(tp[0]):
+                continue
+            ctx.set_replica_state(tp, r, ReplicaState.ONLINE, check=False)
+            if tp in ctx.leadership:
+                self._batch.leader_and_isr.setdefault(r, {})[tp] = (ctx.leadership[tp], ctx.assignments[tp], False)
+        if ctx.leadership:
+            self._add_update_metadata(ctx.live_or_shutting_down_broker_ids,
+                                      [tp for tp, _ in replicas if tp in ctx.leadership])
+        self._batch.full_leader_and_isr |= set(new_brokers)
+        await self._trigger_online_partition_state_change()
+        # Topic deletions waiting for these brokers may go on.
+        waiting = {tp[0] for tp, _ in replicas if ctx.is_topic_queued_for_deletion(tp[0])}
+        if waiting:
+            for tp, r in replicas:
+                if tp[0] in waiting and ctx.replica_state(tp, r) is not ReplicaState.DELETION_SUCCESSFUL:
+                    ctx.set_replica_state(tp, r, ReplicaState.OFFLINE, check=False)
+            ctx.topics_ineligible_for_deletion -= waiting
+            self._enqueue("resume_deletion")
+
+    async def _on_broker_failure(self, dead_brokers: list[int]) -> None:
+        ctx = self.context
+        dead = set(dead_brokers)
+        ctx.shutting_down_broker_ids -= dead
+        offline_leader = [tp for tp, st in ctx.leadership.items()
+                          if st.leader in dead and not ctx.is_topic_queued_for_deletion(tp[0])]
+        for tp in offline_leader:
+            ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
+        await self._trigger_online_partition_state_change()
+        replicas = ctx.replicas_on_brokers(dead)
+        live_topic_replicas = [(tp, r) for tp, r in replicas if not ctx.is_topic_queued_for_deletion(tp[0])]
+        await self._offline_replicas(live_topic_replicas)
+        deleting = {tp[0] for tp, _ in replicas if ctx.is_topic_queued_for_deletion(tp[0])}
+        for tp, r in replicas:
+            if tp[0] in deleting:
+                ctx.set_replica_state(tp, r, ReplicaState.DELETION_INELIGIBLE, check=False)
+        ctx.topics_ineligible_for_deletion |= deleting
+        # Everyone learns about the dead brokers even when no partition changed.
+        self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, ())
+
+    # ==========================================================================================
+    # Topics
+
+    async def _process_topic_change(self) -> None:
+        ctx = self.context
+        topics = set(await self._zk(self.zk.get_all_topics, self._watcher("topic_change")))
+        new_topics = sorted(topics - ctx.all_topics)
+        gone = sorted(ctx.all_topics - topics)
+        for t in gone:
+            ctx.remove_topic(t)
+            self._watched_topics.discard(t)
+        if not new_topics:
+            return
+        loaded = await self._load_topics(new_topics)
+        partitions = [tp for t in loaded for tp in ctx.partitions_for_topic(t)]
+        log.info("controller %d: new topics %s with %d partitions", self.broker_id, loaded, len(partitions))
+        if partitions:
+            await self._on_new_partition_creation(partitions)
+
+    async def _process_partition_modification(self, topic: str) -> None:
+        ctx = self.context
+        self._watched_topics.discard(topic)
+        ta = await self._zk(self.zk.get_topic_assignment, topic, self._watcher("partition_modification", topic))
+        if ta is None:
+            return
+        self._watched_topics.add(topic)
+        if topic not in ctx.all_topics:
+            return  # the topic-change event will load it
+        added = sorted(p for p in ta.partitions if (topic, p) not in ctx.assignments)
+        if not added:
+            return
+        if ctx.is_topic_queued_for_deletion(topic):
+            log.info("controller %d: skipping new partitions %s of %s: the topic is being deleted", self.broker_id,
+                     added, topic)
+            return
+        for p in added:
+            ctx.assignments[(topic, p)] = ta.partitions[p]
+        log.info("controller %d: topic %s gained partitions %s", self.broker_id, topic, added)
+        await self._on_new_partition_creation([(topic, p) for p in added])
+
+    # ------------------------------------------------------------------------------------------
+    # Topic deletion
+
+    async def _process_topic_deletion(self) -> None:
+        topics = await self._zk(self.zk.get_topic_deletions, self._watcher("topic_deletion"))
+        await self._handle_deletion_requests(topics)
+        await self._resume_deletions()
+
+    async def _handle_deletion_requests(self, topics: list[str]) -> None:
+        ctx = self.context
+        if not topics:
+            return
+        unknown = [t for t in topics if t not in ctx.all_topics]
+        if unknown:
+            log.info("controller %d: ignoring deletion of non-existent topics %s", self.broker_id, unknown)
+            await self._zk(self.zk.remove_topic_deletions, unknown, ctx.epoch_zk_version)
+        wanted = [t for t in topics if t in ctx.all_topics and t not in ctx.topics_to_delete]
+        if not wanted:
+            return
+        if not _as_bool(self.config("delete.topic.enable")):
+            log.info("controller %d: removing deletion markers for %s: delete.topic.enable is false", self.broker_id,
+                     wanted)
+            await self._zk(self.zk.remove_topic_deletions, wanted, ctx.epoch_zk_version)
+            return
+        for t in wanted:
+            ctx.topics_to_delete.add(t)
+            tps = ctx.partitions_for_topic(t)
+            if any(not ctx.is_replica_online(r, tp, include_shutting_down=True) for tp in tps for r in ctx.replicas(tp)):
+                ctx.topics_ineligible_for_deletion.add(t)
+            if any(tp in ctx.partitions_being_reassigned for tp in tps):
+                ctx.topics_ineligible_for_deletion.add(t)
+        log.info("controller %d: topics queued for deletion: %s", self.broker_id, wanted)
+
+    async def _resume_deletions(self) -> None:
+        ctx = self.context
+        for t in sorted(ctx.topics_to_delete):
+            tps = ctx.partitions_for_topic(t)
+            replicas = [(tp, r) for tp in tps for r in ctx.replicas(tp)]
+            if all(ctx.replica_state(tp, r) is ReplicaState.DELETION_SUCCESSFUL for tp, r in replicas):
+                await self._complete_topic_deletion(t)
+                continue
+            if t in ctx.topics_ineligible_for_deletion:
+                continue
+            await self._start_topic_deletion(t)
+
+    async def _start_topic_deletion(self, topic: str) -> None:
+        ctx = self.context
+        tps = ctx.partitions_for_topic(topic)
+        if topic not in ctx.topics_deletion_started:
+            ctx.topics_deletion_started.add(topic)
+            # Brokers drop the partitions from their metadata (leader -2).
+            self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, tps)
+            for tp in tps:
+                ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
+        todo: list[tuple[TopicPartition, int]] = []
+        for tp in tps:
+            for r in ctx.replicas(tp):
+                st = ctx.replica_state(tp, r)
+                if st in (ReplicaState.DELETION_SUCCESSFUL, ReplicaState.DELETION_STARTED):
+                    continue
+                if not ctx.is_replica_online(r, tp, include_shutting_down=True):
+                    ctx.set_replica_state(tp, r, ReplicaState.DELETION_INELIGIBLE, check=False)
+                    ctx.topics_ineligible_for_deletion.add(topic)
+                    continue
+                todo.append((tp, r))
+        if not todo:
+            return
+        for tp, r in todo:
+            self._add_stop_replica([r], tp, False)
+            ctx.set_replica_state(tp, r, ReplicaState.OFFLINE, check=False)
+        for tp, r in todo:
+            self._add_stop_replica([r], tp, True)
+            ctx.set_replica_state(tp, r, ReplicaState.DELETION_STARTED, check=False)
+        log.info("controller %d: deleting topic %s: StopReplica(delete) to %d replicas", self.broker_id, topic,
+                 len(todo))
+
+    async def _process_stop_replica_response(self, broker: int, deletes: set[TopicPartition],
+                                             errors: dict[TopicPartition, int]) -> None:
+        ctx = self.context
+        touched: set[str] = set()
+        for tp in deletes:
+            if not ctx.is_topic_queued_for_deletion(tp[0]):
+                continue
+            touched.add(tp[0])
+            if tp in errors:
+                ctx.set_replica_state(tp, broker, ReplicaState.DELETION_INELIGIBLE, check=False)
+                ctx.topics_ineligible_for_deletion.add(tp[0])
+                log.warning("controller %d: broker %d failed to delete %s-%d (error %d)", self.broker_id, broker,
+                            tp[0], tp[1], errors[tp])
+            else:
+                ctx.set_replica_state(tp, broker, ReplicaState.DELETION_SUCCESSFUL, check=False)
+        if touched:
+            await self._resume_deletions()
+            # Ineligible because of errors: retry a little later, as Kafka does on the next event.
+            if any(t in ctx.topics_ineligible_for_deletion for t in touched) and self.loop is not None:
+                gen = self._generation
+
+                def retry() -> None:
+                    if gen == self._generation:
+                        for t in touched:
+                            self.context.topics_ineligible_for_deletion.discard(t)
+                            for tp in self.context.partitions_for_topic(t):
+                                for r in self.context.replicas(tp):
+                                    if (self.context.replica_state(tp, r) is ReplicaState.DELETION_INELIGIBLE
+                                            and self.context.is_replica_online(r, tp, include_shutting_down=True)):
+                                        self.context.set_replica_state(tp, r, ReplicaState.OFFLINE, check=False)
+                        self._enqueue("resume_deletion")
+                self.loop.call_later(1.0, retry)
+
+    async def _complete_topic_deletion(self, topic: str) -> None:
+        ctx = self.context
+        await self._zk(self.zk.delete_topic_znodes, topic, ctx.epoch_zk_version)
+        ctx.remove_topic(topic)
+        self._watched_topics.discard(topic)
+        log.info("controller %d: deletion of topic %s is complete", self.broker_id, topic)
+
+    # ------------------------------------------------------------------------------------------
+    # ISR change notifications and config changes
+
+    async def _process_isr_change(self) -> None:
+        names = await self._zk(self.zk.get_isr_change_notifications, self._watcher("isr_change"))
+        if names:
+            await self._apply_isr_changes(names)
+
+    async def _apply_isr_changes(self, names: list[str]) -> None:
+        ctx = self.context
+        partitions = await self._zk(self.zk.get_partitions_from_isr_changes, names)
+        known = [tp for tp in partitions if tp in ctx.assignments]
+        if known:
+            states = await self._zk(self.zk.get_partition_states, known)
+            ctx.leadership.update(states)
+            self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(states))
+        await self._zk(self.zk.delete_isr_change_notifications, names, ctx.epoch_zk_version)
+
+    async def _process_config_change(self) -> None:
+        ctx = self.context
+        names = await self._zk(self.zk.get_config_change_notifications, self._watcher("config_change"))
+        fresh = [n for n in names if self._last_config_change is None or n > self._last_config_change]
+        if not fresh:
+            return
+        self._last_config_change = fresh[-1]
+        topics: set[str] = set()
+        all_topics = False
+        for n in fresh:
+            entity, _ = await self._zk(self.zk.read_config_change_notification, n)
+            if entity is None:
+                continue
+            etype, name = entity
+            if etype == zd.CONFIG_TYPE_TOPIC:
+                topics.add(name)
+            elif etype == zd.CONFIG_TYPE_BROKER:
+                all_topics = True
+        # unclean.leader.election.enable may have been switched on: retry offline partitions.
+        offline = [tp for tp in ctx.partitions_in_states(PartitionState.OFFLINE)
+                   if (all_topics or tp[0] in topics) and not ctx.is_topic_queued_for_deletion(tp[0])]
+        if offline:
+            await self._trigger_online_partition_state_change(offline)
+
+    # ==========================================================================================
+    # AlterPartition
+
+    async def handle_alter_partition(self, request: Struct) -> Struct:
+        """AlterPartition from a partition leader -> response body (for the broker's request handler)."""
+        if not self._active or self.loop is None:
+            return new_response(ApiKey.ALTER_PARTITION, error_code=ErrorCode.NOT_CONTROLLER)
+        fut = self._enqueue("alter_partition", request, want_result=True)
+        assert fut is not None
+        try:
+            return await fut
+        except ControllerMovedError:
+            return new_response(ApiKey.ALTER_PARTITION, error_code=ErrorCode.NOT_CONTROLLER)
+
+    async def _process_alter_partition(self, req: Struct) -> Struct:
+        ctx = self.context
+        resp_t = response_type(ApiKey.ALTER_PARTITION)
+        if not self._active:
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER)
+        self.stats.alter_partition_requests += 1
+        broker_id = req.broker_id
+        reg = ctx.live_brokers.get(broker_id)
+        if reg is None or (req.broker_epoch != -1 and req.broker_epoch != reg.broker_epoch):
+            return resp_t(error_code=ErrorCode.STALE_BROKER_EPOCH)
+        names = {tid: t for t, tid in ctx.topic_ids.items()}
+        results: dict[TopicPartition, tuple[int, LeaderIsrAndControllerEpoch | None]] = {}
+        order: list[tuple[uuid.UUID, list[tuple[int, TopicPartition | None]]]] = []
+        to_write: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        for topic in req.topics:
+            topic_name = names.get(topic.topic_id)
+            rows: list[tuple[int, TopicPartition | None]] = []
+            order.append((topic.topic_id, rows))
+            for p in topic.partitions:
+                if topic_name is None:
+                    rows.append((p.partition_index, None))
+                    continue
+                tp = (topic_name, p.partition_index)
+                rows.append((p.partition_index, tp))
+                cur = ctx.leadership.get(tp)
+                if cur is None or tp not in ctx.assignments:
+                    results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                new_isr = tuple(b.broker_id for b in p.new_isr_with_epochs)
+                proposed = LeaderIsrAndControllerEpoch(leader=cur.leader, leader_epoch=p.leader_epoch, isr=new_isr,
+                                                       leader_recovery_state=p.leader_recovery_state,
+                                                       controller_epoch=ctx.epoch, zk_version=p.partition_epoch)
+                if p.partition_epoch > cur.zk_version or p.leader_epoch > cur.leader_epoch:
+                    # The leader knows newer state than we do: we are likely not the controller any more.
+                    results[tp] = (ErrorCode.NOT_CONTROLLER, None)
+                elif p.leader_epoch < cur.leader_epoch:
+                    results[tp] = (ErrorCode.FENCED_LEADER_EPOCH, None)
+                elif proposed.same_state(cur):
+                    results[tp] = (ErrorCode.NONE, cur)  # already there (idempotent retry)
+                elif p.partition_epoch < cur.zk_version:
+                    results[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
+                elif p.leader_recovery_state == zd.LEADER_RECOVERY_RECOVERING and len(new_isr) > 1:
+                    results[tp] = (ErrorCode.INVALID_REQUEST, None)
+                elif (cur.leader_recovery_state == zd.LEADER_RECOVERY_RECOVERED
+                      and p.leader_recovery_state == zd.LEADER_RECOVERY_RECOVERING):
+                    results[tp] = (ErrorCode.INVALID_REQUEST, None)
+                elif not new_isr or cur.leader not in new_isr:
+                    results[tp] = (ErrorCode.INVALID_REQUEST, None)
+                else:
+                    live = ctx.live_broker_ids
+                    ineligible = [b for b in p.new_isr_with_epochs
+                                  if b.broker_id not in live
+                                  or (b.broker_epoch != -1 and b.broker_epoch != ctx.broker_epoch(b.broker_id))]
+                    if ineligible:
+                        log.info("controller %d: rejecting ISR %s for %s-%d: replicas %s are not eligible",
+                                 self.broker_id, list(new_isr), tp[0], tp[1], [b.broker_id for b in ineligible])
+                        results[tp] = (ErrorCode.INELIGIBLE_REPLICA, None)
+                    else:
+                        to_write[tp] = proposed
+        if to_write:
+            upd = await self._zk(self.zk.update_partition_states, to_write, ctx.epoch_zk_version)
+            for tp, st in upd.finished.items():
+                ctx.leadership[tp] = st
+                results[tp] = (ErrorCode.NONE, st)
+                state_change_log.info("controller %d epoch %d: ISR of %s-%d is now %s (leader %d, leader epoch %d, "
+                                      "partition epoch %d)", self.broker_id, ctx.epoch, tp[0], tp[1], list(st.isr),
+                                      st.leader, st.leader_epoch, st.zk_version)
+            for tp in upd.to_retry:
+                results[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
+            for tp, e in upd.failed.items():
+                log.error("controller %d: AlterPartition write for %s-%d failed: %r", self.broker_id, tp[0], tp[1], e)
+                results[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
+            if upd.finished:
+                self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(upd.finished))
+                for tp in sorted(upd.finished):
+                    if tp in ctx.partitions_being_reassigned:
+                        await self._maybe_complete_reassignment(tp)
+        topics_out = []
+        for topic_id, rows in order:
+            parts = []
+            for pidx, tp in rows:
+                if tp is None:
+                    parts.append(resp_t.PartitionData(partition_index=pidx, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                      leader_id=-1, leader_epoch=-1, isr=[], partition_epoch=-1))
+                    continue
+                code, st = results[tp]
+                if st is None:
+                    parts.append(resp_t.PartitionData(partition_index=pidx, error_code=code, leader_id=-1,
+                                                      leader_epoch=-1, isr=[], partition_epoch=-1))
+                else:
+                    parts.append(resp_t.PartitionData(partition_index=pidx, error_code=code, leader_id=st.leader,
+                                                      leader_epoch=st.leader_epoch, isr=list(st.isr),
+                                                      leader_recovery_state=st.leader_recovery_state,
+                                                      partition_epoch=st.zk_version))
+            topics_out.append(resp_t.TopicData(topic_id=topic_id, partitions=parts))
+        return resp_t(error_code=ErrorCode.NONE, topics=topics_out)
+
+    # ==========================================================================================
+    # Controlled shutdown
+
+    async def handle_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Struct:
+        """ControlledShutdown -> response body: leadership moves off ``broker_id``, which also leaves
+        the ISRs it follows; the response lists the partitions it still leads."""
+        if not self._active or self.loop is None:
+            return new_response(ApiKey.CONTROLLED_SHUTDOWN, error_code=ErrorCode.NOT_CONTROLLER)
+        fut = self._enqueue("controlled_shutdown", (broker_id, broker_epoch), want_result=True)
+        assert fut is not None
+        try:
+            return await fut
+        except ControllerMovedError:
+            return new_response(ApiKey.CONTROLLED_SHUTDOWN, error_code=ErrorCode.NOT_CONTROLLER)
+
+    async def _process_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Struct:
+        ctx = self.context
+        resp_t = response_type(ApiKey.CONTROLLED_SHUTDOWN)
+        if not self._active:
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER)
+        reg = ctx.live_brokers.get(broker_id)
+        if reg is None:
+            return resp_t(error_code=ErrorCode.BROKER_NOT_AVAILABLE)
+        if broker_epoch != -1 and broker_epoch < reg.broker_epoch:
+            return resp_t(error_code=ErrorCode.STALE_BROKER_EPOCH)
+        self.stats.controlled_shutdowns += 1
+        ctx.shutting_down_broker_ids.add(broker_id)
+        log.info("controller %d: controlled shutdown of broker %d; shutting down: %s", self.broker_id, broker_id,
+                 sorted(ctx.shutting_down_broker_ids))
+        act_on = [tp for tp in ctx.partitions_on_broker(broker_id)
+                  if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership
+                  and not ctx.is_topic_queued_for_deletion(tp[0])]
+        led = [tp for tp in act_on if ctx.leadership[tp].leader == broker_id]
+        followed = [tp for tp in act_on if ctx.leadership[tp].leader != broker_id]
+        if led:
+            ok, _failed = await self._elect_leaders(led, "controlled_shutdown")
+            for tp in ok:
+                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+        if followed:
+            await self._offline_replicas([(tp, broker_id) for tp in followed])
+        remaining = sorted(tp for tp, st in ctx.leadership.items()
+                           if st.leader == broker_id and len(ctx.replicas(tp)) > 1
+                           and not ctx.is_topic_queued_for_deletion(tp[0]))
+        return resp_t(error_code=ErrorCode.NONE, remaining_partitions=[
+            resp_t.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining])
+
+    # ==========================================================================================
+    # Leader elections on request (ElectLeaders) and the preferred-leader balance check
+
+    async def elect_leaders(self, election_type: int = ELECTION_PREFERRED,
+                            partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Elect leaders for ``partitions`` (None: all). Result per partition: (error code, message).
+
+        PREFERRED: the first assigned replica leads if alive and in the ISR (ELECTION_NOT_NEEDED if
+        it leads already, PREFERRED_LEADER_NOT_AVAILABLE if it cannot). UNCLEAN: leaderless
+        partitions get any live replica (ELECTION_NOT_NEEDED where a leader is alive).
+        """
+        if not self._active or self.loop is None:
+            parts = list(partitions or [])
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in parts}
+        fut = self._enqueue("elect_leaders", (election_type, None if partitions is None else list(partitions)),
+                            want_result=True)
+        assert fut is not None
+        try:
+            return await fut
+        except ControllerMovedError:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in (partitions or [])}
+
+    async def handle_elect_leaders(self, request: Struct) -> Struct:
+        """ElectLeaders request body -> response body (v1+ layout; the handler encodes the version)."""
+        tps = None if request.topic_partitions is None else [
+            (t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        results = await self.elect_leaders(request.election_type, tps)
+        resp_t = response_type(ApiKey.ELECT_LEADERS)
+        if not self._active and not results:
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER)
+        by_topic: dict[str, list[Struct]] = {}
+        for (t, p), (code, msg) in sorted(results.items()):
+            by_topic.setdefault(t, []).append(resp_t.PartitionResult(partition_id=p, error_code=code, error_message=msg))
+        return resp_t(error_code=ErrorCode.NONE, replica_election_results=[
+            resp_t.ReplicaElectionResult(topic=t, partition_result=pr) for t, pr in by_topic.items()])
+
+    async def _process_elect_leaders(self, election_type: int,
+                                     partitions: list[TopicPartition] | None) -> dict[TopicPartition, tuple[int, str | None]]:
+        ctx = self.context
+        if not self._active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in (partitions or [])}
+        if partitions is None:
+            partitions = ctx.all_partitions()
+        out: dict[TopicPartition, tuple[int, str | None]] = {}
+        valid: list[TopicPartition] = []
+        for tp in partitions:
+            if tp not in ctx.assignments:
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The partition {tp[0]}-{tp[1]} does not exist.")
+            elif ctx.is_topic_queued_for_deletion(tp[0]):
+                out[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted.")
+            else:
+                st = ctx.leadership.get(tp)
+                if election_type == ELECTION_PREFERRED:
+                    if st is not None and st.leader == ctx.replicas(tp)[0]:
+                        out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "Leader is already the preferred replica.")
+                        continue
+                elif election_type == ELECTION_UNCLEAN:
+                    if st is not None and st.leader in ctx.live_broker_ids:
+                        out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "The partition has a live leader.")
+                        continue
+                else:
+                    out[tp] = (ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}.")
+                    continue
+                if st is None:
+                    out[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "The partition has no state yet.")
+                    continue
+                valid.append(tp)
+        if valid:
+            if election_type == ELECTION_PREFERRED:
+                ok, failed = await self._elect_leaders(valid, "preferred")
+                self.stats.preferred_elections += len(ok)
+            else:
+                ok, failed = await self._elect_leaders(valid, "offline", force_unclean=True)
+            for tp in ok:
+                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+                out[tp] = (ErrorCode.NONE, None)
+            for tp, code in failed.items():
+                msg = ("The preferred replica is not alive or not in the ISR." if code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                       else "No live replica can lead the partition." if code == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                       else None)
+                out[tp] = (code, msg)
+        return out
+
+    async def _rebalance_loop(self, generation: int) -> None:
+        try:
+            while self._active and generation == self._generation:
+                interval = float(self.config("leader.imbalance.check.interval.seconds"))
+                await asyncio.sleep(max(0.05, interval))
+                if self._active and generation == self._generation:
+                    self._enqueue("auto_rebalance")
+        except asyncio.CancelledError:
+            pass
+
+    def imbalanced_partitions(self) -> dict[int, list[TopicPartition]]:
+        """Per preferred leader broker: partitions it should lead but does not (Kafka's check)."""
+        ctx = self.context
+        out: dict[int, list[TopicPartition]] = {}
+        for tp, a in ctx.assignments.items():
+            if not a.replicas or ctx.is_topic_queued_for_deletion(tp[0]) or tp in ctx.partitions_being_reassigned:
+                continue
+            st = ctx.leadership.get(tp)
+            if st is not None and st.leader != a.replicas[0]:
+                out.setdefault(a.replicas[0], []).append(tp)
+        return out
+
+    async def _process_auto_rebalance(self) -> None:
+        ctx = self.context
+        threshold = float(self.config("leader.imbalance.per.broker.percentage"))
+        per_broker_total: dict[int, int] = {}
+        for a in ctx.assignments.values():
+            if a.replicas:
+                per_broker_total[a.replicas[0]] = per_broker_total.get(a.replicas[0], 0) + 1
+        to_elect: list[TopicPartition] = []
+        for broker, tps in sorted(self.imbalanced_partitions().items()):
+            total = per_broker_total.get(broker, 0)
+            ratio = len(tps) / total if total else 0.0
+            if ratio * 100 <= threshold:
+                continue
+            if broker not in ctx.live_broker_ids:
+                continue
+            for tp in tps:
+                st = ctx.leadership.get(tp)
+                if st is not None and broker in st.isr:
+                    to_elect.append(tp)
+        if to_elect:
+            log.info("controller %d: preferred leader imbalance over %.0f%%: electing preferred leaders for %d "
+                     "partitions", self.broker_id, threshold, len(to_elect))
+            ok, _ = await self._elect_leaders(to_elect, "preferred")
+            self.stats.preferred_elections += len(ok)
+            for tp in ok:
+                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+
+    # ==========================================================================================
+    # Partition reassignment (AlterPartitionReassignments and /admin/reassign_partitions)
+
+    async def alter_partition_reassignments(
+            self, reassignments: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Start (target replica list) or cancel (None) reassignments. Per partition: (error, message).
+
+        Kafka's protocol: the assignment becomes origin + target with the new replicas *adding* and
+        the dropped ones *removing*; the leader epoch is bumped so every replica learns; once every
+        target replica is in the ISR the leader moves into the target set if needed, the removed
+        replicas are stopped and deleted and the assignment becomes the target.
+        """
+        if not self._active or self.loop is None:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in reassignments}
+        fut = self._enqueue("reassign", dict(reassignments), want_result=True)
+        assert fut is not None
+        try:
+            return await fut
+        except ControllerMovedError:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in reassignments}
+
+    async def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, ReplicaAssignment]:
+        if not self._active or self.loop is None:
+            return {}
+        fut = self._enqueue("list_reassignments", None if partitions is None else list(partitions), want_result=True)
+        assert fut is not None
+        return await fut
+
+    def _list_reassignments(self, partitions: list[TopicPartition] | None) -> dict[TopicPartition, ReplicaAssignment]:
+        ctx = self.context
+        tps = ctx.partitions_being_reassigned if partitions is None else set(partitions)
+        return {tp: ctx.assignments[tp] for tp in sorted(tps)
+                if tp in ctx.assignments and ctx.assignments[tp].is_being_reassigned}
+
+    async def handle_alter_partition_reassignments(self, request: Struct) -> Struct:
+        """AlterPartitionReassignments request body -> response body."""
+        resp_t = response_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+        if not self._active:
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER, error_message="This broker is not the controller.")
+        wanted: dict[TopicPartition, list[int] | None] = {}
+        for t in request.topics:
+            for p in t.partitions:
+                wanted[(t.name, p.partition_index)] = None if p.replicas is None else list(p.replicas)
+        results = await self.alter_partition_reassignments(wanted)
+        by_topic: dict[str, list[Struct]] = {}
+        for (t, p), (code, msg) in results.items():
+            by_topic.setdefault(t, []).append(resp_t.ReassignablePartitionResponse(
+                partition_index=p, error_code=code, error_message=msg))
+        return resp_t(error_code=ErrorCode.NONE, responses=[
+            resp_t.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def handle_list_partition_reassignments(self, request: Struct) -> Struct:
+        resp_t = response_type(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+        if not self._active:
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER, error_message="This broker is not the controller.")
+        tps = None if request.topics is None else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        found = await self.list_partition_reassignments(tps)
+        by_topic: dict[str, list[Struct]] = {}
+        for (t, p), a in found.items():
+            by_topic.setdefault(t, []).append(resp_t.OngoingPartitionReassignment(
+                partition_index=p, replicas=list(a.replicas), adding_replicas=list(a.adding_replicas),
+                removing_replicas=list(a.removing_replicas)))
+        return resp_t(error_code=ErrorCode.NONE, topics=[
+            resp_t.OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def _process_reassign_znode(self) -> None:
+        ctx = self.context
+        wanted = await self._zk(self.zk.get_partition_reassignment, self._watcher("reassign_znode"))
+        if not wanted:
+            return
+        todo = {tp: reps for tp, reps in wanted.items()
+                if not (tp in ctx.assignments and ctx.assignments[tp].is_being_reassigned
+                        and list(ctx.assignments[tp].target_replicas) == list(reps))}
+        if todo:
+            results = await self._process_reassignments(dict(todo.items()), from_znode=True)
+            failed = [tp for tp, (code, _) in results.items() if code != ErrorCode.NONE]
+            if failed:
+                log.warning("controller %d: dropping invalid reassignments from %s: %s", self.broker_id,
+                            zd.REASSIGN_PARTITIONS_PATH, {tp: results[tp] for tp in failed})
+                await self._remove_from_reassign_znode(failed)
+
+    async def _remove_from_reassign_znode(self, done: list[TopicPartition]) -> None:
+        ctx = self.context
+        cur = await self._zk(self.zk.get_partition_reassignment)
+        if not cur or not any(tp in cur for tp in done):
+            return
+        left = {tp: reps for tp, reps in cur.items() if tp not in done}
+        if left:
+            def rewrite() -> None:
+                self.zk._checked_write(ctx.epoch_zk_version, "set", zd.REASSIGN_PARTITIONS_PATH,
+                                       zd.encode_reassignment(left))
+            await self._zk(rewrite)
+        else:
+            await self._zk(self.zk.delete_partition_reassignment, ctx.epoch_zk_version)
+
+    async def _process_reassignments(self, wanted: dict[TopicPartition, list[int] | None], *,
+                                     from_znode: bool) -> dict[TopicPartition, tuple[int, str | None]]:
+        ctx = self.context
+        if not self._active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
+        out: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp, target in sorted(wanted.items()):
+            cur = ctx.assignments.get(tp)
+            if cur is None or ctx.is_topic_queued_for_deletion(tp[0]):
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist or is being deleted.")
+                continue
+            if target is None:
+                if not cur.is_being_reassigned:
+                    out[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress.")
+                    continue
+                target = list(cur.origin_replicas)
+            if not target or len(set(target)) != len(target):
+                out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid target replicas {target}.")
+                continue
+            unknown = [r for r in target if r not in ctx.live_brokers]
+            if unknown:
+                out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Brokers {unknown} are not alive.")
+                continue
+            if tp not in ctx.leadership:
+                out[tp] = (ErrorCode.LEADER_NOT_AVAILABLE, "The partition has no state yet.")
+                continue
+            await self._start_reassignment(tp, target)
+            out[tp] = (ErrorCode.NONE, None)
+        return out
+
+    async def _write_topic_assignment(self, topic: str) -> None:
+        ctx = self.context
+        parts = {tp[1]: ctx.assignments[tp] for tp in ctx.partitions_for_topic(topic)}
+        await self._zk(self.zk.set_topic_assignment, topic, ctx.topic_ids.get(topic), parts, ctx.epoch_zk_version)
+
+    async def _bump_leader_epoch(self, tp: TopicPartition, recipients: Iterable[int]) -> None:
+        """Rewrite the partition state with leader epoch + 1 so every replica sees the new assignment."""
+        ctx = self.context
+        for _ in range(20):
+            st = (await self._zk(self.zk.get_partition_states, [tp])).get(tp)
+            if st is None:
+                return
+            if st.controller_epoch > ctx.epoch:
+                raise ControllerMovedError(f"partition {tp} written by a newer controller")
+            upd = await self._zk(self.zk.update_partition_states, {tp: st.new_epoch().with_controller_epoch(ctx.epoch)},
+                                 ctx.epoch_zk_version)
+            if tp in upd.finished:
+                ctx.leadership[tp] = upd.finished[tp]
+                self._add_leader_and_isr([r for r in recipients if r in ctx.live_brokers], tp)
+                return
+            if upd.failed:
+                return
+
+    async def _start_reassignment(self, tp: TopicPartition, target: list[int]) -> None:
+        ctx = self.context
+        cur = ctx.assignments[tp]
+        origin = list(cur.origin_replicas)
+        full = list(dict.fromkeys(target + origin))
+        new = ReplicaAssignment(tuple(full), tuple(r for r in target if r not in origin),
+                                tuple(r for r in origin if r not in target))
+        # Replicas an earlier, unfinished reassignment was adding and that are no longer wanted.
+        dropped = [r for r in cur.adding_replicas if r not in full]
+        log.info("controller %d: reassigning %s-%d from %s to %s", self.broker_id, tp[0], tp[1], origin, target)
+        if not new.is_being_reassigned:
+            ctx.assignments[tp] = ReplicaAssignment(tuple(target))
+            ctx.partitions_being_reassigned.discard(tp)
+            await self._write_topic_assignment(tp[0])
+        else:
+            ctx.assignments[tp] = new
+            ctx.partitions_being_reassigned.add(tp)
+            await self._write_topic_assignment(tp[0])
+            for r in new.adding_replicas:
+                ctx.set_replica_state(tp, r, ReplicaState.ONLINE, check=False)
+            await self._bump_leader_epoch(tp, new.replicas)
+        if dropped:
+            await self._offline_replicas([(tp, r) for r in dropped])
+            for r in dropped:
+                self._add_stop_replica([r], tp, True)
+                ctx.set_replica_state(tp, r, ReplicaState.NON_EXISTENT, check=False)
+        await self._maybe_complete_reassignment(tp)
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        ctx = self.context
+        a = ctx.assignments.get(tp)
+        st = ctx.leadership.get(tp)
+        if a is None or st is None:
+            return
+        target = a.target_replicas
+        if a.is_being_reassigned and not set(target) <= set(st.isr):
+            return  # still waiting for the new replicas to catch up
+        removing = list(a.removing_replicas)
+        final = ReplicaAssignment(tuple(target))
+        if st.leader not in target or st.leader not in ctx.live_broker_ids:
+            ok, failed = await self._elect_leaders([tp], "reassign")
+            if failed:
+                log.warning("controller %d: reassignment of %s-%d waits: no target replica can lead yet",
+                            self.broker_id, tp[0], tp[1])
+                return
+        else:
+            await self._bump_leader_epoch(tp, target)
+        ctx.assignments[tp] = final
+        if removing:
+            await self._offline_replicas([(tp, r) for r in removing])
+            for r in removing:
+                self._add_stop_replica([r], tp, True)
+                ctx.set_replica_state(tp, r, ReplicaState.NON_EXISTENT, check=False)
+        await self._write_topic_assignment(tp[0])
+        ctx.partitions_being_reassigned.discard(tp)
+        self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+        await self._remove_from_reassign_znode([tp])
+        log.info("controller %d: reassignment of %s-%d to %s is complete", self.broker_id, tp[0], tp[1], list(target))
+
+    # ==========================================================================================
+    # Introspection
+
+    def describe(self) -> dict[str, Any]:
+        ctx = self.context
+        return {
+            "broker_id": self.broker_id,
+            "active": self._active,
+            "epoch": ctx.epoch if self._active else -1,
+            "live_brokers": sorted(ctx.live_brokers),
+            "shutting_down": sorted(ctx.shutting_down_broker_ids),
+            "topics": len(ctx.all_topics),
+            "partitions": len(ctx.assignments),
+            "offline_partitions": ctx.offline_partition_count(),
+            "preferred_replica_imbalance": ctx.preferred_replica_imbalance_count(),
+            "topics_to_delete": sorted(ctx.topics_to_delete),
+            "stats": vars(self.stats).copy(),
+        }

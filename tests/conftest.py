@@ -1,0 +1,94 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+# ================================================================================================
+# ZooKeeper (controller tests and anything else that needs a real ensemble)
+#
+# One standalone ZooKeeper per test session. Tests isolate themselves with a chroot of their own:
+# connect with ``zk_connect`` (``host:port/t-<uuid>``), never with the bare server address.
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[object]:
+    from clients.zookeeper_server import ZooKeeperServer
+
+    try:
+        server = ZooKeeperServer()
+        server.start()
+    except (RuntimeError, OSError, TimeoutError) as e:
+        pytest.skip(f"cannot start ZooKeeper: {e}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_chroot() -> str:
+    return f"/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk_connect(zookeeper_server: object, zk_chroot: str) -> str:
+    """``zookeeper.connect`` for this test: the session's server plus a fresh chroot."""
+    return f"{zookeeper_server.connect_string}{zk_chroot}"  # type: ignore[attr-defined]
+
+
+# ================================================================================================
+# Local clusters of real broker processes (tests/integration)
+#
+# ``kafka_cluster``: one ZooKeeper and one broker for the whole session, shared by every test that
+# does not stop, kill or restart brokers (they use names of their own, see tests/integration/helpers).
+# ``cluster_factory``: private clusters for tests that restart or kill brokers; stopped at teardown.
+# When a test fails, the tail of each of its brokers' logs is added to the failure report.
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[object]:
+    from clients.devcluster import LocalCluster
+
+    cluster = LocalCluster(1)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.__exit__(None, None, None)
+
+
+@pytest.fixture
+def cluster_factory(request: pytest.FixtureRequest) -> Iterator[object]:
+    from clients.devcluster import LocalCluster
+
+    made: list[LocalCluster] = []
+    request.node._local_clusters = made  # type: ignore[attr-defined]
+
+    def make(n: int = 1, **kwargs: object) -> LocalCluster:
+        cluster = LocalCluster(n, **kwargs)  # type: ignore[arg-type]
+        made.append(cluster)
+        return cluster.start()
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            cluster.__exit__(None, None, None)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    rep = yield
+    if rep.when == "call" and rep.failed:
+        clusters = list(getattr(item, "_local_clusters", []))
+        shared = getattr(item, "funcargs", {}).get("kafka_cluster")
+        if shared is not None:
+            clusters.append(shared)
+        tails = [f"--- tail of {b.log_path}\n{b.log_text()[-6000:]}" for c in clusters for b in c.brokers]
+        if tails:
+            rep.sections.append(("broker logs", "\n".join(tails)))
+    return rep
