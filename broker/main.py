@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 
 from storage.config import BrokerConfig, ConfigError, read_properties
@@ -43,6 +44,18 @@ def run_broker(config_path: str, overrides: list[str]) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
         runner = asyncio.run
+    profile_path = os.environ.get("KAFKETTE_PROFILE")
+    if profile_path:
+        # Profiling for benchmarks: the whole broker run under cProfile, stats written at exit.
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            return runner(Broker(config).run())
+        finally:
+            prof.disable()
+            prof.dump_stats(profile_path)
     try:
         return runner(Broker(config).run())
     except ConfigError as e:
