@@ -154,3 +154,45 @@ def read_header_at(fd: int, pos: int) -> BatchHeader | None:
     if len(data) < HEADER_SIZE:
         return None
     return BatchHeader(pos, *HEADER.unpack_from(data, 0))
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def control_record(batch: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control batch's single record.
+
+    Control batches are never compressed: the record follows the header directly. Key: version int16,
+    type int16 (0 ABORT, 1 COMMIT); value (end-transaction marker): version int16, coordinatorEpoch int32.
+    """
+    pos = HEADER_SIZE
+    _, pos = _varint(batch, pos)  # record length
+    pos += 1  # attributes
+    _, pos = _varint(batch, pos)  # timestamp delta
+    _, pos = _varint(batch, pos)  # offset delta
+    key_len, pos = _varint(batch, pos)
+    if key_len < 4:
+        raise ValueError("control record key too short")
+    ctype = struct.unpack_from(">h", batch, pos + 2)[0]
+    pos += key_len
+    value_len, pos = _varint(batch, pos)
+    coordinator_epoch = -1
+    if value_len >= 6:
+        coordinator_epoch = struct.unpack_from(">i", batch, pos + 2)[0]
+    return ctype, coordinator_epoch

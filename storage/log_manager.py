@@ -1,0 +1,437 @@
+"""LogManager: every partition log in the broker's ``log.dirs``, their checkpoints and failures.
+
+Directory layout (Kafka's)::
+
+    <log dir>/meta.properties                     version=0, broker.id, cluster.id
+    <log dir>/.kafka_cleanshutdown                present only after a clean shutdown
+    <log dir>/recovery-point-offset-checkpoint    \\
+    <log dir>/replication-offset-checkpoint        | text checkpoints: version, count,
+    <log dir>/log-start-offset-checkpoint          | "topic partition offset" lines
+    <log dir>/cleaner-offset-checkpoint           /
+    <log dir>/<topic>-<partition>/                segments, leader-epoch-checkpoint, partition.metadata
+
+A new partition goes to the online directory holding the fewest partitions. Any OSError from a directory's
+files (other than a full disk) takes that directory offline: its partitions are closed and reported in
+``offline_partitions``, ``offline_dirs`` grows and ``on_dir_offline`` is called; the process keeps running.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from storage.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointFormatError,
+    OffsetCheckpointFile,
+    atomic_write,
+    fsync_dir,
+)
+from storage.errors import KafkaStorageError, LogDirOfflineError, is_disk_full
+from storage.log import PartitionLog, now_ms, parse_partition_dir
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+
+TopicPartition = tuple[str, int]
+
+
+class InconsistentClusterIdError(Exception):
+    """meta.properties names another cluster than the one this broker joined."""
+
+
+def topic_id_to_string(topic_id: uuid.UUID | bytes | str) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
+    if isinstance(topic_id, str):
+        return topic_id
+    raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else topic_id
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def read_properties(path: str) -> dict[str, str]:
+    props: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line[0] in "#!":
+                continue
+            key, sep, value = line.partition("=")
+            if sep:
+                props[key.strip()] = value.strip()
+    return props
+
+
+def write_properties(path: str, props: dict[str, str]) -> None:
+    stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y")
+    body = "#\n#" + stamp + "\n" + "".join(f"{k}={v}\n" for k, v in props.items())
+    atomic_write(path, body.encode())
+
+
+def write_partition_metadata(log_dir: str, topic_id: uuid.UUID | bytes | str) -> None:
+    atomic_write(os.path.join(log_dir, PARTITION_METADATA), f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}".encode())
+
+
+def read_partition_metadata(log_dir: str) -> str | None:
+    path = os.path.join(log_dir, PARTITION_METADATA)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+    if fields.get("version") != "0":
+        raise ValueError(f"{path}: unknown version {fields.get('version')!r}")
+    return fields.get("topic_id")
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[str],
+        *,
+        broker_id: int,
+        cluster_id: str | None = None,
+        default_config: Any = None,
+        topic_config: Callable[[str], Any] | None = None,
+        clock: Callable[[], int] = now_ms,
+        on_dir_offline: Callable[[str], None] | None = None,
+        retention_check_interval_ms: int = 300_000,
+        flush_offset_checkpoint_interval_ms: int = 60_000,
+        flush_start_offset_checkpoint_interval_ms: int = 60_000,
+    ) -> None:
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.default_config = default_config
+        self.topic_config = topic_config
+        self.clock = clock
+        self.on_dir_offline = on_dir_offline
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.flush_offset_checkpoint_interval_ms = flush_offset_checkpoint_interval_ms
+        self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
+        self.offline_dirs: set[str] = set()
+        self.had_clean_shutdown: dict[str, bool] = {}
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._offline_partitions: set[TopicPartition] = set()
+        self._pending_dir_deletes: list[tuple[int, str]] = []
+        self._lock = threading.RLock()
+        t = clock()
+        self._next_retention = t + retention_check_interval_ms
+        self._next_recovery_checkpoint = t + flush_offset_checkpoint_interval_ms
+        self._next_start_checkpoint = t + flush_start_offset_checkpoint_interval_ms
+        self._started = False
+
+    # ================================================================================ failures
+    def _mark_offline(self, log_dir: str, exc: BaseException) -> None:
+        with self._lock:
+            if log_dir in self.offline_dirs:
+                return
+            log.error("log dir %s is offline: %s", log_dir, exc)
+            self.offline_dirs.add(log_dir)
+            for tp, d in list(self._dir_of.items()):
+                if d == log_dir:
+                    lg = self._logs.pop(tp, None)
+                    if lg is not None:
+                        lg.close_quietly()
+                    self._offline_partitions.add(tp)
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(log_dir)
+
+    @contextlib.contextmanager
+    def _guard(self, log_dir: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as e:
+            if is_disk_full(e):
+                raise KafkaStorageError(f"log dir {log_dir} is full: {e}", disk_full=True, cause=e) from e
+            self._mark_offline(log_dir, e)
+            raise LogDirOfflineError(f"log dir {log_dir} failed: {e}", cause=e) from e
+
+    def _log_io_error(self, lg: PartitionLog, exc: OSError) -> None:
+        d = self._dir_of.get((lg.topic, lg.partition))
+        if d is not None:
+            self._mark_offline(d, exc)
+
+    @property
+    def offline_partitions(self) -> set[TopicPartition]:
+        return set(self._offline_partitions)
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    # ================================================================================ startup
+    def startup(self) -> None:
+        for d in self.log_dirs:
+            try:
+                self._load_dir(d)
+            except InconsistentClusterIdError:
+                raise
+            except OSError as e:
+                self._mark_offline(d, e)
+        if not self.online_dirs:
+            raise KafkaStorageError("no log directory is online")
+        self._started = True
+
+    def _check_meta_properties(self, d: str) -> None:
+        path = os.path.join(d, META_PROPERTIES)
+        if os.path.exists(path):
+            props = read_properties(path)
+            found = props.get("cluster.id")
+            if self.cluster_id is not None and found is not None and found != self.cluster_id:
+                raise InconsistentClusterIdError(f"{path} has cluster.id {found}, broker joined {self.cluster_id}")
+            if self.cluster_id is None:
+                self.cluster_id = found
+            if props.get("broker.id") not in (None, str(self.broker_id)):
+                raise InconsistentClusterIdError(f"{path} has broker.id {props['broker.id']}, not {self.broker_id}")
+        else:
+            props = {"version": "0", "broker.id": str(self.broker_id)}
+            if self.cluster_id is not None:
+                props["cluster.id"] = self.cluster_id
+            write_properties(path, props)
+
+    def _config_for(self, topic: str) -> Any:
+        if self.topic_config is not None:
+            cfg = self.topic_config(topic)
+            if cfg is not None:
+                return cfg
+        return self.default_config
+
+    def _read_checkpoint(self, d: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(os.path.join(d, name)).read()
+        except CheckpointFormatError as e:
+            log.warning("ignoring corrupt checkpoint: %s", e)
+            return {}
+
+    def _load_dir(self, d: str) -> None:
+        os.makedirs(d, exist_ok=True)
+        self._check_meta_properties(d)
+        clean_file = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(clean_file)
+        self.had_clean_shutdown[d] = clean
+        recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+        hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self._pending_dir_deletes.append((self.clock(), path))
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                continue
+            try:
+                tp = parse_partition_dir(name)
+            except ValueError:
+                continue
+            lg = PartitionLog(
+                path,
+                self._config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                high_watermark=hws.get(tp),
+                had_clean_shutdown=clean,
+                clock=self.clock,
+                io_error_handler=self._log_io_error,
+            )
+            with self._lock:
+                if tp in self._logs:
+                    lg.close()
+                    raise OSError(f"duplicate log directories for {tp[0]}-{tp[1]}")
+                self._logs[tp] = lg
+                self._dir_of[tp] = d
+        if clean:
+            os.unlink(clean_file)
+            fsync_dir(d)
+
+    # ================================================================================ logs
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def partition_counts(self) -> dict[str, int]:
+        counts = {d: 0 for d in self.online_dirs}
+        for tp, d in self._dir_of.items():
+            if d in counts and tp in self._logs:
+                counts[d] += 1
+        return counts
+
+    def get_or_create_log(
+        self, topic: str, partition: int, *, topic_id: uuid.UUID | bytes | str | None = None, config: Any = None
+    ) -> PartitionLog:
+        tp = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if tp in self._offline_partitions:
+                raise LogDirOfflineError(f"{topic}-{partition} is in an offline log dir")
+            counts = self.partition_counts()
+            if not counts:
+                raise KafkaStorageError("no log directory is online")
+            d = min(self.online_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            with self._guard(d):
+                path = os.path.join(d, f"{topic}-{partition}")
+                os.makedirs(path, exist_ok=True)
+                if topic_id is not None:
+                    write_partition_metadata(path, topic_id)
+                lg = PartitionLog(
+                    path,
+                    config if config is not None else self._config_for(topic),
+                    had_clean_shutdown=True,
+                    clock=self.clock,
+                    io_error_handler=self._log_io_error,
+                )
+                fsync_dir(d)
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+            return lg
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close the log and rename its directory ``<tp>.<uuid>-delete`` for asynchronous removal."""
+        tp = (topic, partition)
+        with self._lock:
+            lg = self._logs.pop(tp, None)
+            d = self._dir_of.pop(tp, None)
+            self._offline_partitions.discard(tp)
+        if lg is None or d is None:
+            return
+        with self._guard(d):
+            lg.close()
+            target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            os.replace(lg.dir_path, target)
+            fsync_dir(d)
+        delay = int(getattr(lg.config, "file_delete_delay_ms", None) or 60_000) if lg.config is not None else 60_000
+        self._pending_dir_deletes.append((self.clock() + delay, target))
+
+    # ================================================================================ checkpoints
+    def _offsets_by_dir(self, value: Callable[[PartitionLog], int]) -> dict[str, dict[TopicPartition, int]]:
+        out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.online_dirs}
+        for tp, lg in list(self._logs.items()):
+            d = self._dir_of.get(tp)
+            if d in out:
+                out[d][tp] = value(lg)
+        return out
+
+    def _write_checkpoints(self, name: str, value: Callable[[PartitionLog], int]) -> None:
+        for d, offsets in self._offsets_by_dir(value).items():
+            try:
+                with self._guard(d):
+                    OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
+            except KafkaStorageError as e:
+                log.warning("could not write %s in %s: %s", name, d, e)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
+
+    def cleaner_offsets(self, log_dir: str) -> dict[TopicPartition, int]:
+        return self._read_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT)
+
+    def update_cleaner_offset(self, topic: str, partition: int, offset: int) -> None:
+        d = self._dir_of.get((topic, partition))
+        if d is None or d in self.offline_dirs:
+            return
+        with self._guard(d):
+            cp = OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT))
+            offsets = self._read_checkpoint(d, CLEANER_OFFSET_CHECKPOINT)
+            offsets = {tp: o for tp, o in offsets.items() if tp in self._logs}
+            offsets[(topic, partition)] = offset
+            cp.write(offsets)
+
+    # ================================================================================ periodic work
+    def tick(self, now: int | None = None) -> None:
+        """Periodic work (the broker calls it, ideally from an executor): flushes, retention, checkpoints."""
+        t = self.clock() if now is None else now
+        for lg in self.all_logs():
+            d = self._dir_of.get((lg.topic, lg.partition))
+            if d is None or d in self.offline_dirs:
+                continue
+            try:
+                with self._guard(d):
+                    lg.tick(t)
+                    if t >= self._next_retention:
+                        lg.delete_old_segments(t)
+            except KafkaStorageError as e:
+                log.warning("periodic work on %s failed: %s", lg, e)
+        if t >= self._next_retention:
+            self._next_retention = t + self.retention_check_interval_ms
+        if t >= self._next_recovery_checkpoint:
+            self._next_recovery_checkpoint = t + self.flush_offset_checkpoint_interval_ms
+            self.checkpoint_recovery_points()
+        if t >= self._next_start_checkpoint:
+            self._next_start_checkpoint = t + self.flush_start_offset_checkpoint_interval_ms
+            self.checkpoint_log_start_offsets()
+        due = [p for when, p in self._pending_dir_deletes if when <= t]
+        self._pending_dir_deletes = [(w, p) for w, p in self._pending_dir_deletes if w > t]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def run_retention(self, now: int | None = None) -> int:
+        deleted = 0
+        for lg in self.all_logs():
+            d = self._dir_of.get((lg.topic, lg.partition))
+            if d is None or d in self.offline_dirs:
+                continue
+            try:
+                with self._guard(d):
+                    deleted += lg.delete_old_segments(now)
+            except KafkaStorageError as e:
+                log.warning("retention on %s failed: %s", lg, e)
+        return deleted
+
+    # ================================================================================ shutdown
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker per healthy dir."""
+        failed: set[str] = set()
+        for tp, lg in list(self._logs.items()):
+            d = self._dir_of[tp]
+            try:
+                with self._guard(d):
+                    lg.flush()
+                    lg.close()
+            except KafkaStorageError:
+                failed.add(d)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        for d in self.online_dirs:
+            if d in failed:
+                continue
+            try:
+                with self._guard(d):
+                    atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                                 json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
+            except KafkaStorageError as e:
+                log.warning("no clean shutdown marker for %s: %s", d, e)
+        self._logs.clear()

@@ -1,0 +1,357 @@
+"""Per-producer idempotence and transaction state, and Kafka's ``.snapshot`` files.
+
+For every producer id the log remembers the last five appended batches (first/last sequence and offset),
+to answer a retried batch with its original offsets and to reject gaps in the sequence; and the first
+offset of its open transaction, which bounds the last stable offset (LSO).
+
+Snapshot format (ProducerSnapshot v1, big endian): ``version int16 = 1 | crc uint32 (CRC-32C of all bytes
+after it) | count int32 | count x (producerId int64, epoch int16, lastSequence int32, lastOffset int64,
+offsetDelta int32, timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64)``. A snapshot
+named ``<offset>.snapshot`` holds the state after every batch below that offset.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from storage.batch_headers import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, control_record
+from storage.checkpoints import atomic_write
+from storage.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+)
+from storage.segment import DELETED_SUFFIX, SNAPSHOT_SUFFIX, filename_prefix
+
+SNAPSHOT_VERSION = 1
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+_INT32_MAX = 2**31 - 1
+
+_HEAD = struct.Struct(">hIi")
+_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_OFFSET = 2
+_ENTRIES_OFFSET = 6
+
+
+class InvalidTxnStateError(StorageError):
+    """INVALID_TXN_STATE (48): a non-transactional write from a producer with an open transaction."""
+
+    error_code = 48
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+    @property
+    def offset_delta(self) -> int:
+        return self.last_offset - self.first_offset
+
+
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int | None = None
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batches[-1].offset_delta if self.batches else 0
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self, log_dir: str, *, producer_id_expiration_ms: int = 86_400_000) -> None:
+        self.log_dir = log_dir
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing: dict[int, int] = {}  # first offset -> producer id
+        self.map_end_offset = 0
+        self.last_snapshot_offset = -1
+
+    # -- validation (leader appends from clients) ----------------------------------------------------
+    def check_append(self, headers: list[BatchHeader], *, from_client: bool) -> BatchMetadata | None:
+        """Validate producer epochs and sequences; returns the original batch when the append is a retry."""
+        pending: dict[int, tuple[int, int]] = {}
+        for h in headers:
+            pid = h.producer_id
+            if pid < 0:
+                continue
+            entry = self.producers.get(pid)
+            epoch, last_seq = pending.get(
+                pid, (entry.producer_epoch, entry.last_seq) if entry else (NO_PRODUCER_EPOCH, NO_SEQUENCE)
+            )
+            if from_client and entry is not None and not h.is_control:
+                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
+                if dup is not None:
+                    return dup
+            if h.producer_epoch < epoch:
+                if from_client:
+                    raise InvalidProducerEpochError(
+                        f"producer {pid} epoch {h.producer_epoch} is older than current epoch {epoch}"
+                    )
+                continue
+            if h.is_control:
+                pending[pid] = (h.producer_epoch, last_seq)
+                continue
+            if from_client:
+                if h.producer_epoch != epoch:
+                    if h.base_sequence != 0 and epoch != NO_PRODUCER_EPOCH:
+                        raise OutOfOrderSequenceError(
+                            f"producer {pid}: new epoch {h.producer_epoch} must start at sequence 0, "
+                            f"got {h.base_sequence}"
+                        )
+                elif epoch != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, h.base_sequence):
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid}: out of order sequence {h.base_sequence} (last {last_seq})"
+                    )
+                if (
+                    entry is not None
+                    and not h.is_transactional
+                    and entry.current_txn_first_offset is not None
+                    and h.producer_epoch == entry.producer_epoch
+                ):
+                    raise InvalidTxnStateError(f"producer {pid} has an open transaction; expected a transactional write")
+            pending[pid] = (h.producer_epoch, h.last_sequence)
+        return None
+
+    def check_marker(self, h: BatchHeader, coordinator_epoch: int) -> None:
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            return
+        if h.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(f"producer {h.producer_id}: marker epoch {h.producer_epoch} is stale")
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"producer {h.producer_id}: coordinator epoch {coordinator_epoch} < {entry.coordinator_epoch}"
+            )
+
+    # -- updates -------------------------------------------------------------------------------------
+    def update(self, h: BatchHeader, batch: bytes | bytearray | memoryview | None = None) -> CompletedTxn | None:
+        """Apply one appended batch; returns the completed transaction for a commit/abort marker."""
+        pid = h.producer_id
+        if pid >= 0:
+            entry = self.producers.get(pid)
+            if entry is None:
+                entry = self.producers[pid] = ProducerStateEntry(pid)
+            if h.is_control:
+                if batch is None:
+                    raise ValueError("control batch bytes are needed to apply a transaction marker")
+                ctype, coordinator_epoch = control_record(batch)
+                entry.producer_epoch = h.producer_epoch
+                entry.last_timestamp = h.max_timestamp
+                if ctype in (CONTROL_ABORT, CONTROL_COMMIT):
+                    entry.coordinator_epoch = coordinator_epoch
+                    first = entry.current_txn_first_offset
+                    entry.current_txn_first_offset = None
+                    self.map_end_offset = h.next_offset
+                    return CompletedTxn(pid, first if first is not None else h.base_offset, h.last_offset,
+                                        ctype == CONTROL_ABORT)
+            else:
+                if h.producer_epoch != entry.producer_epoch:
+                    entry.batches.clear()
+                    entry.producer_epoch = h.producer_epoch
+                entry.batches.append(
+                    BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
+                )
+                entry.last_timestamp = h.max_timestamp
+                if h.is_transactional and entry.current_txn_first_offset is None:
+                    entry.current_txn_first_offset = h.base_offset
+                    self._ongoing[h.base_offset] = pid
+        self.map_end_offset = h.next_offset
+        return None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        others = [off for off, pid in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        for off, pid in list(self._ongoing.items()):
+            if pid == completed.producer_id:
+                del self._ongoing[off]
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return min(self._ongoing) if self._ongoing else None
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        return {pid: off for off, pid in self._ongoing.items()}
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        for pid, entry in list(self.producers.items()):
+            if entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms:
+                del self.producers[pid]
+
+    def reset(self, offset: int) -> None:
+        self.producers.clear()
+        self._ongoing.clear()
+        self.map_end_offset = offset
+
+    # -- snapshots -----------------------------------------------------------------------------------
+    def snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.log_dir, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        try:
+            names = os.listdir(self.log_dir)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if name.endswith(SNAPSHOT_SUFFIX):
+                try:
+                    out.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
+                except ValueError:
+                    continue
+        return sorted(out)
+
+    def encode_snapshot(self) -> bytes:
+        parts = [_HEAD.pack(SNAPSHOT_VERSION, 0, len(self.producers))]
+        for pid, e in self.producers.items():
+            txn_first = e.current_txn_first_offset if e.current_txn_first_offset is not None else -1
+            parts.append(
+                _ENTRY.pack(pid, e.producer_epoch, e.last_seq, e.last_data_offset, e.last_offset_delta,
+                            e.last_timestamp, e.coordinator_epoch, txn_first)
+            )
+        data = bytearray(b"".join(parts))
+        struct.pack_into(">I", data, _CRC_OFFSET, crc32c(memoryview(data)[_ENTRIES_OFFSET:]))
+        return bytes(data)
+
+    def take_snapshot(self, *, sync: bool = True) -> int | None:
+        """Write ``<map end offset>.snapshot`` unless one exists at that offset already."""
+        offset = self.map_end_offset
+        if offset <= self.last_snapshot_offset and os.path.exists(self.snapshot_path(offset)):
+            return None
+        atomic_write(self.snapshot_path(offset), self.encode_snapshot(), sync=sync)
+        self.last_snapshot_offset = offset
+        return offset
+
+    @staticmethod
+    def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+        if len(data) < _HEAD.size:
+            raise CorruptSnapshotError("snapshot too short")
+        version, crc, count = _HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"snapshot has unknown version {version}")
+        if crc32c(memoryview(data)[_ENTRIES_OFFSET:]) != crc:
+            raise CorruptSnapshotError("snapshot CRC mismatch")
+        if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
+            raise CorruptSnapshotError("snapshot size does not match its entry count")
+        entries = []
+        for i in range(count):
+            pid, epoch, last_seq, last_off, delta, ts, coord, txn_first = _ENTRY.unpack_from(
+                data, _HEAD.size + i * _ENTRY.size
+            )
+            e = ProducerStateEntry(pid, epoch, coord, ts, txn_first if txn_first >= 0 else None)
+            if last_off >= 0:
+                first_seq = last_seq - delta if last_seq >= 0 else NO_SEQUENCE
+                e.batches.append(BatchMetadata(first_seq, last_seq, last_off - delta, last_off, ts))
+            entries.append(e)
+        return entries
+
+    def load_latest_snapshot(self, max_offset: int, now_ms: int | None = None) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset`` (deleting newer and corrupt ones).
+
+        Returns its offset, or None when there is none (state starts empty).
+        """
+        self.reset(0)
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.snapshot_path(offset)
+            if offset > max_offset:
+                _unlink(path)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    entries = self.decode_snapshot(f.read())
+            except (CorruptSnapshotError, OSError):
+                _unlink(path)
+                continue
+            for e in entries:
+                if now_ms is not None and e.current_txn_first_offset is None and (
+                    now_ms - e.last_timestamp >= self.producer_id_expiration_ms
+                ):
+                    continue
+                self.producers[e.producer_id] = e
+                if e.current_txn_first_offset is not None:
+                    self._ongoing[e.current_txn_first_offset] = e.producer_id
+            self.map_end_offset = offset
+            self.last_snapshot_offset = offset
+            return offset
+        self.last_snapshot_offset = -1
+        return None
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off > offset:
+                _unlink(self.snapshot_path(off))
+        if self.last_snapshot_offset > offset:
+            self.last_snapshot_offset = -1
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off < offset:
+                _unlink(self.snapshot_path(off))
+
+    def delete_all_snapshots(self) -> None:
+        for off in self.snapshot_offsets():
+            _unlink(self.snapshot_path(off))
+        self.last_snapshot_offset = -1
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+__all__ = [
+    "BatchMetadata",
+    "CompletedTxn",
+    "DELETED_SUFFIX",
+    "InvalidTxnStateError",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+]

@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+import os
+import random
+import tracemalloc
+
+import pytest
+
+from protocol.records import BatchView, build_control_batch
+from storage.cleaner import LogCleaner, OffsetMap
+from storage.log import PartitionLog
+from tests.storage.conftest import batch, records_of
+from tests.storage.helpers import assert_indexes_agree
+
+NOW = 10_000_000
+
+
+def compact_config(**kw):
+    cfg = {"cleanup_policy": "compact", "segment_bytes": 1024, "index_interval_bytes": 128,
+           "segment_index_bytes": 4096, "file_delete_delay_ms": 0, "min_cleanable_dirty_ratio": 0.01,
+           "delete_retention_ms": 1000}
+    cfg.update(kw)
+    return cfg
+
+
+def latest_by_key(records):
+    latest = {}
+    for off, _ts, key, value in records:
+        latest[key] = (off, value)
+    return latest
+
+
+def test_offset_map_is_bounded_and_keeps_latest():
+    m = OffsetMap(24 * 1000)
+    assert m.memory_bytes <= 24 * 1000
+    for i in range(800):
+        m.put(b"k%d" % (i % 300), i)
+    assert m.size == 300
+    for k in range(300):
+        assert m.get(b"k%d" % k) == max(i for i in range(800) if i % 300 == k)
+    assert m.get(b"absent") == -1
+
+
+def test_compaction_keeps_latest_value_per_key_at_original_offsets(log_dir):
+    rnd = random.Random(1)
+    now = [NOW]
+    lg = PartitionLog(log_dir, compact_config(), clock=lambda: now[0])
+    for i in range(300):
+        recs = [(b"key-%d" % rnd.randrange(20), b"value-%d" % (i * 3 + j), NOW - 5000 + i) for j in range(3)]
+        lg.append(batch(recs, compression=i % 3), leader_epoch=1)
+    lg.high_watermark = lg.log_end_offset
+    before = records_of(lg)
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0], dedupe_buffer_size=1 << 16)
+    stats = cleaner.clean_once()
+    assert stats is not None and stats.segments_cleaned > 1
+    after = records_of(lg)
+    active_base = lg.active_segment.base_offset
+    expected = latest_by_key([r for r in before if r[0] < stats.end_offset])
+    cleaned = {r[2]: (r[0], r[3]) for r in after if r[0] < stats.end_offset}
+    for key, val in expected.items():
+        assert cleaned[key] == val
+    # no key appears twice in the cleaned section; nothing beyond it changed
+    assert len([r for r in after if r[0] < stats.end_offset]) == len(cleaned)
+    assert [r for r in after if r[0] >= stats.end_offset] == [r for r in before if r[0] >= stats.end_offset]
+    # offsets never change; LEO is untouched; every surviving record is identical to the original
+    orig = {r[0]: r for r in before}
+    assert all(orig[r[0]] == r for r in after)
+    assert lg.log_end_offset == before[-1][0] + 1 and stats.end_offset <= active_base
+    assert lg.size_in_bytes < sum(len(b) for b in [])+10**9
+    assert_indexes_agree(lg)
+    # leader epochs survive the rewrite
+    assert all(BatchView(b).partition_leader_epoch == 1 for b in lg.batches())
+    # reopening after compaction reads the same thing
+    lg.close()
+    lg = PartitionLog(log_dir, compact_config(), had_clean_shutdown=True)
+    assert records_of(lg) == after
+    lg.close()
+
+
+def test_tombstones_kept_until_delete_retention_then_dropped(log_dir):
+    now = [NOW]
+    lg = PartitionLog(log_dir, compact_config(), clock=lambda: now[0])
+    for i in range(30):
+        lg.append(batch([(b"a", b"a%d" % i, NOW + i), (b"b", b"b%d" % i, NOW + i)]))
+    lg.append(batch([(b"a", None, NOW + 100)]))  # tombstone for a
+    for i in range(30):
+        lg.append(batch([(b"c", b"c%d" % i, NOW + 200 + i)]))
+    lg.roll()
+    lg.high_watermark = lg.log_end_offset
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0])
+    cleaner.clean_once()
+    state = latest_by_key(records_of(lg))
+    assert state[b"a"][1] is None  # tombstone retained within delete.retention.ms
+    assert not [r for r in records_of(lg) if r[2] == b"a" and r[3] is not None]
+    tomb_batch = [BatchView(b) for b in lg.batches() if any(r.key == b"a" for r in BatchView(b).records())]
+    assert tomb_batch and tomb_batch[0].delete_horizon_ms == NOW + 1000
+    now[0] += 5000  # past the horizon
+    lg.append(batch([(b"d", b"d", now[0])]))
+    lg.roll()
+    lg.high_watermark = lg.log_end_offset
+    cleaner.clean(lg)
+    keys = {r[2] for r in records_of(lg)}
+    assert b"a" not in keys and {b"b", b"c", b"d"} <= keys
+    assert latest_by_key(records_of(lg))[b"b"][1] == b"b29"
+    assert_indexes_agree(lg)
+    lg.close()
+
+
+def test_min_compaction_lag_and_active_segment_are_not_cleaned(log_dir):
+    now = [NOW]
+    lg = PartitionLog(log_dir, compact_config(min_compaction_lag_ms=10_000), clock=lambda: now[0])
+    for i in range(60):
+        lg.append(batch([(b"k", b"v%d" % i, NOW - 20_000 + i * 500)]))
+    lg.high_watermark = lg.log_end_offset
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0])
+    first, end = cleaner.cleanable_range(lg, now[0])
+    assert end <= lg.active_segment.base_offset
+    for seg in lg.segments:
+        if seg.base_offset < end:
+            assert seg.largest_timestamp() <= now[0] - 10_000
+    cleaner.clean(lg)
+    recs = records_of(lg)
+    assert all(r[0] >= end or r[3] == b"v%d" % (end - 1) or r[0] == end - 1 for r in recs if r[0] < end)
+    assert [r for r in recs if r[0] >= end] == [(o, NOW - 20_000 + o * 500, b"k", b"v%d" % o)
+                                                 for o in range(end, 60)]
+    lg.close()
+
+
+def test_hw_bounds_the_cleanable_range(log_dir):
+    lg = PartitionLog(log_dir, compact_config())
+    for i in range(60):
+        lg.append(batch([(b"k", b"v%d" % i, NOW + i)]))
+    lg.high_watermark = 10
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: NOW)
+    assert cleaner.cleanable_range(lg, NOW)[1] <= 10
+    lg.close()
+
+
+def test_producer_metadata_and_transactions_survive_compaction(log_dir):
+    now = [NOW]
+    lg = PartitionLog(log_dir, compact_config())
+    seq = 0
+    for i in range(20):
+        lg.append(batch([(b"k%d" % (i % 3), b"v%d" % i, NOW + i)], producer_id=77, producer_epoch=4,
+                        base_sequence=seq))
+        seq += 1
+    # an aborted transaction: its records vanish; a committed one stays compacted
+    lg.append(batch([(b"t", b"aborted", NOW + 50)], producer_id=88, producer_epoch=0, base_sequence=0,
+                    is_transactional=True))
+    lg.append(bytearray(build_control_batch(commit=False, producer_id=88, producer_epoch=0, coordinator_epoch=0,
+                                            timestamp=NOW + 51)), from_client=False)
+    lg.append(batch([(b"t", b"committed", NOW + 52)], producer_id=99, producer_epoch=0, base_sequence=0,
+                    is_transactional=True))
+    lg.append(bytearray(build_control_batch(commit=True, producer_id=99, producer_epoch=0, coordinator_epoch=0,
+                                            timestamp=NOW + 53)), from_client=False)
+    lg.roll()
+    lg.append(batch([(b"x", b"y", NOW + 60)]))
+    lg.high_watermark = lg.log_end_offset
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0])
+    cleaner.clean(lg)
+    views = [BatchView(b) for b in lg.batches()]
+    pid77 = [v for v in views if v.producer_id == 77]
+    # the producer's last batch (offset 19) is kept and its sequence range intact
+    assert pid77[-1].last_offset == 19 and pid77[-1].base_sequence == 19 and pid77[-1].producer_epoch == 4
+    values = {r[3] for r in records_of(lg)}
+    assert b"aborted" not in values and b"committed" in values
+    assert any(v.is_control and v.producer_id == 88 for v in views)  # markers wait for their horizon
+    assert all(v.is_transactional for v in views if v.producer_id in (88, 99))
+    # an idempotent retry of the last batch is still detected after compaction + restart
+    lg.close()
+    lg = PartitionLog(log_dir, compact_config(), had_clean_shutdown=False)
+    assert lg.producer_state.producers[77].last_seq == 19
+    lg.close()
+
+
+def test_crash_mid_swap_leaves_a_consistent_log(log_dir, monkeypatch):
+    lg = PartitionLog(log_dir, compact_config())
+    for i in range(100):
+        lg.append(batch([(b"k%d" % (i % 5), b"v%d" % i, NOW + i)]))
+    lg.high_watermark = lg.log_end_offset
+    before = records_of(lg)
+    expected_latest = latest_by_key(before)
+
+    def boom(self, new_segment, old_segments):
+        new_segment.flush()
+        new_segment.change_file_suffixes(".cleaned", ".swap")
+        raise SystemExit("crash after the swap commit point")
+
+    monkeypatch.setattr(PartitionLog, "replace_segments", boom)
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: NOW)
+    with pytest.raises(SystemExit):
+        cleaner.clean(lg)
+    monkeypatch.undo()
+    lg.close_quietly()
+    assert [n for n in os.listdir(log_dir) if n.endswith(".swap")]
+    lg = PartitionLog(log_dir, compact_config(), had_clean_shutdown=False)
+    after = records_of(lg)
+    assert not [n for n in os.listdir(log_dir) if n.endswith((".swap", ".cleaned"))]
+    orig = {r[0]: r for r in before}
+    assert all(orig[r[0]] == r for r in after)  # every survivor is an original record at its offset
+    assert latest_by_key(after) == expected_latest
+    assert [r[0] for r in after] == sorted(r[0] for r in after)
+    assert_indexes_agree(lg)
+    lg.close()
+
+
+def _fill_many_keys(lg: PartitionLog, total_bytes: int, keys: int) -> int:
+    rnd = random.Random(5)
+    value = b"x" * 100
+    written = 0
+    i = 0
+    while written < total_bytes:
+        recs = [(b"key-%08d" % rnd.randrange(keys), value, NOW + i) for _ in range(50)]
+        written += lg.append(batch(recs, compression=0)).valid_bytes
+        i += 1
+    lg.roll()
+    lg.high_watermark = lg.log_end_offset
+    return written
+
+
+def _cleaner_peak(lg: PartitionLog, dedupe: int) -> tuple[int, object]:
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: NOW + 10**9, dedupe_buffer_size=dedupe,
+                         io_buffer_size=256 * 1024)
+    tracemalloc.start()
+    try:
+        stats = cleaner.clean(lg)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, stats
+
+
+def test_cleaner_memory_is_bounded_by_dedupe_buffer(tmp_path):
+    lg = PartitionLog(str(tmp_path / "big-0"), compact_config(segment_bytes=1 << 20, segment_index_bytes=1 << 16))
+    _fill_many_keys(lg, 8 * 1024 * 1024, keys=200_000)
+    dedupe = 1 << 20  # holds ~39k keys: the pass stops when the map is full
+    peak, stats = _cleaner_peak(lg, dedupe)
+    assert stats.end_offset < lg.log_end_offset and stats.map_entries <= dedupe // 24
+    assert peak < dedupe + 3 * 1024 * 1024, peak
+    lg.close()
+
+
+@pytest.mark.slow
+def test_cleaner_memory_is_bounded_on_a_large_log(tmp_path):
+    lg = PartitionLog(str(tmp_path / "huge-0"), compact_config(segment_bytes=64 << 20, segment_index_bytes=1 << 20))
+    _fill_many_keys(lg, 64 * 1024 * 1024, keys=1_000_000)
+    dedupe = 16 << 20
+    peak, stats = _cleaner_peak(lg, dedupe)
+    assert peak < dedupe + 8 * 1024 * 1024, peak
+    lg.close()
