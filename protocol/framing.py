@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.exceptions import FrameTooLargeError
+from protocol.exceptions import FrameTooLargeError, ProtocolError
 
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600  # socket.request.max.bytes
 _SIZE = struct.Struct(">i")
@@ -23,6 +23,8 @@ def check_frame_size(size: int, max_bytes: int) -> None:
 
 def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> int:
     """Decode and check a 4-byte size prefix."""
+    if len(prefix) < 4:
+        raise ProtocolError(f"size prefix of {len(prefix)} bytes")
     (size,) = _SIZE.unpack_from(prefix, 0)
     check_frame_size(size, max_bytes)
     return size
@@ -49,10 +51,11 @@ class FrameReader:
         buf = self._buf
         pos = 0
         while len(buf) - pos >= 4:
-            size = frame_size(memoryview(buf)[pos:pos + 4], self.max_bytes)
+            (size,) = _SIZE.unpack_from(buf, pos)
+            check_frame_size(size, self.max_bytes)
             if len(buf) - pos - 4 < size:
                 break
-            frames.append(memoryview(bytearray(buf[pos + 4:pos + 4 + size])))
+            frames.append(memoryview(buf[pos + 4:pos + 4 + size]))  # slicing copies: one fresh bytearray
             pos += 4 + size
         if pos:
             del buf[:pos]

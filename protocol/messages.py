@@ -18,7 +18,7 @@ from typing import Any
 
 from protocol.api_versions import SUPPORTED, ApiKey, advertised, is_supported
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
-from protocol.schema import FileRegion, MessageType, Output, Struct, message_type, read_uvarint
+from protocol.schema import FileRegion, MessageType, Output, Struct, message_type, skip_tagged_fields
 
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -75,17 +75,6 @@ class Request:
         return self.header.api_version
 
 
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    n, pos = read_uvarint(buf, pos)
-    for _ in range(n):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise ProtocolError("request header tagged field runs past the end of the frame")
-    return pos
-
-
 def peek_header(frame: memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a frame, for error handling before a full decode."""
     if len(frame) < 8:
@@ -93,13 +82,25 @@ def peek_header(frame: memoryview) -> tuple[int, int, int]:
     return _HDR.unpack_from(frame, 0)
 
 
+# (api key, version) -> (request header version, body MessageType), filled on first use
+_REQUEST_PLANS: dict[tuple[int, int], tuple[int, MessageType]] = {}
+
+
+def _request_plan(api_key: int, api_version: int, correlation_id: int) -> tuple[int, MessageType]:
+    plan = _REQUEST_PLANS.get((api_key, api_version))
+    if plan is None:
+        if not is_supported(api_key, api_version):
+            raise UnsupportedVersionError(
+                f"unsupported api key {api_key} version {api_version}",
+                api_key=api_key, api_version=api_version, correlation_id=correlation_id)
+        plan = _REQUEST_PLANS[(api_key, api_version)] = (request_header_version(api_key, api_version),
+                                                         request_type(api_key))
+    return plan
+
+
 def decode_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
     api_key, api_version, correlation_id = peek_header(frame)
-    if not is_supported(api_key, api_version):
-        raise UnsupportedVersionError(
-            f"unsupported api key {api_key} version {api_version}",
-            api_key=api_key, api_version=api_version, correlation_id=correlation_id)
-    hv = request_header_version(api_key, api_version)
+    hv = _request_plan(api_key, api_version, correlation_id)[0]
     try:
         (n,) = _I16.unpack_from(frame, 8)
         pos = 10
@@ -111,7 +112,7 @@ def decode_request_header(frame: memoryview) -> tuple[RequestHeader, int]:
             client_id = str(frame[pos:pos + n], "utf-8")
             pos += n
         if hv >= 2:
-            pos = _skip_tagged_fields(frame, pos)
+            pos = skip_tagged_fields(frame, pos)
     except (struct.error, IndexError, UnicodeDecodeError) as e:
         raise ProtocolError(f"malformed request header: {e}") from None
     return RequestHeader(api_key, api_version, correlation_id, client_id, hv), pos
@@ -126,7 +127,7 @@ def decode_request(frame: memoryview | bytes | bytearray) -> Request:
     """
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     header, pos = decode_request_header(view)
-    body, _ = request_type(header.api_key).decode(view, header.api_version, pos)
+    body, _ = _REQUEST_PLANS[(header.api_key, header.api_version)][1].decode(view, header.api_version, pos)
     return Request(header, body, len(view))
 
 
@@ -185,10 +186,8 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     if request_header_version(api_key, api_version) >= 2:
         out.append(0)
     request_type(api_key).encode_into(body, api_version, out)
-    if out.splices:
-        raise ValueError("requests cannot carry file regions")
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    struct.pack_into(">i", out, 0, out.total_size - 4)
+    return out.to_bytes()
 
 
 def decode_response(api_key: int, api_version: int, frame: memoryview | bytes | bytearray) -> tuple[int, Struct]:
@@ -196,11 +195,11 @@ def decode_response(api_key: int, api_version: int, frame: memoryview | bytes | 
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
         (correlation_id,) = _I32.unpack_from(view, 0)
-    except struct.error:
+        pos = 4
+        if response_header_version(api_key, api_version) >= 1:
+            pos = skip_tagged_fields(view, pos)
+    except (struct.error, IndexError):
         raise ProtocolError("response shorter than its header") from None
-    pos = 4
-    if response_header_version(api_key, api_version) >= 1:
-        pos = _skip_tagged_fields(view, pos)
     body, _ = response_type(api_key).decode(view, api_version, pos)
     return correlation_id, body
 

@@ -5,14 +5,17 @@ exists in, nullability, tagged fields, flexible versions). The client library ka
 those schemas as package data; ``protocol/schemas/`` holds the inter-broker ones it lacks. Rather
 than interpret a schema field by field for every message, we generate one small Python function
 per (struct, version) the first time it is needed and ``exec`` it: the generated code is straight
-``struct.unpack_from`` / ``pack`` calls with no per-field dispatch, which is several times faster
-than an interpreter (see BENCHMARKS.md).
+``struct.unpack_from`` / ``pack`` calls with no per-field dispatch, one call per run of fixed-size
+fields (BENCHMARKS.md measures it against kafka-python's codec).
 
 Decoded messages are instances of generated ``Struct`` subclasses with ``__slots__`` named after the
 fields in snake_case (``TopicData`` -> ``topic_data``). Fields a version does not carry keep their
 schema default, so handler code can read every field of every version. ``records`` fields decode to
 a ``memoryview`` into the request buffer (zero copy) and encode from bytes, a memoryview, or a
-``FileRegions`` list that the server hands to ``sendfile``.
+``FileRegions`` list that the server hands to ``sendfile``; file regions and large in-memory records
+are spliced into the ``Output`` as separate parts rather than copied.
+
+Malformed input raises ``ProtocolError`` from ``MessageType.decode`` and nothing else.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import json
 import re
 import struct
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -262,8 +265,7 @@ def _make_struct_class(spec: StructSpec, qualname: str) -> type[Struct]:
 
 
 _u = struct.unpack_from
-_S_I8, _S_I16, _S_I32, _S_I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-_S_U16, _S_U32, _S_F64 = struct.Struct(">H"), struct.Struct(">I"), struct.Struct(">d")
+_S_I32 = struct.Struct(">i")
 
 
 def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
@@ -288,12 +290,19 @@ def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
-    if value < 0:
-        raise ValueError("unsigned varint cannot be negative")
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    if value < 0x80:
+        if value < 0:
+            raise ValueError("unsigned varint cannot be negative")
+        out.append(value)
+    elif value < 0x4000:
+        out += bytes(((value & 0x7F) | 0x80, value >> 7))
+    elif value < 0x200000:
+        out += bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+    else:
+        while value >= 0x80:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
 
 
 def uvarint_bytes(value: int) -> bytes:
@@ -316,15 +325,27 @@ class FileRegions(list):  # type: ignore[type-arg]
 
     @property
     def size(self) -> int:
-        return sum(r.length if isinstance(r, FileRegion) else len(r) for r in self)
+        n = 0
+        for r in self:
+            n += r.length if type(r) is FileRegion else len(r)
+        return n
 
 
 class Output(bytearray):
-    """Encoder output: bytes, plus file regions spliced in at recorded positions."""
+    """Encoder output: bytes, plus chunks spliced in at recorded positions rather than copied.
+
+    Spliced chunks are ``FileRegions`` (sent with ``sendfile``) and large in-memory record sets
+    (sent straight from the caller's buffer); the caller must leave them unchanged until written.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.splices: list[tuple[int, FileRegions]] = []
+        self.splices: list[tuple[int, Sequence[bytes | memoryview | FileRegion]]] = []
+        self.spliced_size = 0
+
+    def splice(self, chunks: Sequence[bytes | memoryview | FileRegion], size: int) -> None:
+        self.splices.append((len(self), chunks))
+        self.spliced_size += size
 
     def parts(self) -> list[bytes | memoryview | FileRegion]:
         """The message as a list of byte chunks and ``FileRegion``s, in wire order."""
@@ -333,10 +354,10 @@ class Output(bytearray):
         view = memoryview(self)
         out: list[bytes | memoryview | FileRegion] = []
         last = 0
-        for at, regions in self.splices:
+        for at, chunks in self.splices:
             if at > last:
                 out.append(view[last:at])
-            out.extend(regions)
+            out.extend(chunks)
             last = at
         if last < len(self):
             out.append(view[last:])
@@ -344,29 +365,20 @@ class Output(bytearray):
 
     @property
     def total_size(self) -> int:
-        return len(self) + sum(r.size for _, r in self.splices)
+        return len(self) + self.spliced_size
+
+    def to_bytes(self) -> bytes:
+        """The whole message as bytes; ValueError if it holds file regions."""
+        if not self.splices:
+            return bytes(self)
+        parts = self.parts()
+        if any(isinstance(p, FileRegion) for p in parts):
+            raise ValueError("message holds file regions; use encode_into and Output.parts()")
+        return b"".join(parts)  # type: ignore[arg-type]
 
 
-def _read_string(buf: Any, pos: int, n: int) -> tuple[str, int]:
-    end = pos + n
-    if end > len(buf):
-        raise ProtocolError("string runs past the end of the message")
-    return str(buf[pos:end], "utf-8"), end
-
-
-def _read_bytes(buf: Any, pos: int, n: int, copy: bool) -> tuple[Any, int]:
-    end = pos + n
-    if end > len(buf):
-        raise ProtocolError("bytes field runs past the end of the message")
-    v = buf[pos:end]
-    return (bytes(v) if copy else v), end
-
-
-def _check_count(buf: Any, pos: int, n: int) -> None:
-    # Every element takes at least one byte on the wire; refusing counts above the remaining size
-    # stops a tiny frame from claiming billions of elements.
-    if n < 0 or n > len(buf) - pos:
-        raise ProtocolError(f"array length {n} is invalid for {len(buf) - pos} remaining bytes")
+# In-memory records at least this large are spliced into the output, not copied into it.
+SPLICE_MIN = 4096
 
 
 def _put_records(out: Output, value: Any, compact: bool, nullable: bool) -> None:
@@ -380,31 +392,52 @@ def _put_records(out: Output, value: Any, compact: bool, nullable: bool) -> None
         return
     if isinstance(value, FileRegions):
         n = value.size
-        if compact:
-            write_uvarint(out, n + 1)
-        else:
-            out += _S_I32.pack(n)
-        out.splices.append((len(out), value))
-        return
-    n = len(value) if not isinstance(value, memoryview) else value.nbytes
+        chunks: Sequence[Any] | None = value
+    else:
+        n = value.nbytes if type(value) is memoryview else len(value)
+        chunks = (value,) if n >= SPLICE_MIN else None
     if compact:
         write_uvarint(out, n + 1)
     else:
         out += _S_I32.pack(n)
-    out += value
+    if chunks is None:
+        out += value
+    else:
+        out.splices.append((len(out), chunks))
+        out.spliced_size += n
 
 
-def _enc_str(s: str) -> bytes:
-    return s.encode("utf-8")
+def skip_tagged_fields(buf: Any, pos: int) -> int:
+    """Skip a tagged-field section (count, then tag/size/bytes per field); the new position."""
+    n, pos = read_uvarint(buf, pos)
+    for _ in range(n):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise ProtocolError("tagged field runs past the end of the message")
+    return pos
 
 
 _HELPERS: dict[str, Any] = {
-    "_u": _u, "_S_I8": _S_I8, "_S_I16": _S_I16, "_S_I32": _S_I32, "_S_I64": _S_I64, "_S_U16": _S_U16,
-    "_S_U32": _S_U32, "_S_F64": _S_F64, "read_uvarint": read_uvarint, "write_uvarint": write_uvarint,
-    "_read_string": _read_string, "_read_bytes": _read_bytes, "_check_count": _check_count,
+    "_u": _u, "read_uvarint": read_uvarint, "write_uvarint": write_uvarint, "_skip_tags": skip_tagged_fields,
     "_put_records": _put_records, "ProtocolError": ProtocolError, "UUID": uuid.UUID, "ZERO_UUID": ZERO_UUID,
-    "_enc_str": _enc_str, "Output": Output,
+    "_Z16": bytes(16), "Output": Output, "struct_pack": struct.pack, "_new": object.__new__,
 }
+
+# Fixed-size types and their struct codes. Runs of consecutive fixed-size fields decode with one
+# unpack_from and encode with one pack ('?' reads any non-zero byte as True, as Kafka does).
+_FIXED = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I", "int64": "q", "float64": "d",
+          "bool": "?"}
+
+
+_SMALL = 64
+
+
+@cache
+def _array_structs(code: str) -> list[struct.Struct]:
+    # Formatting '>%di' % n and looking it up in struct's cache costs more than the unpack itself.
+    return [struct.Struct(f">{n}{code}") for n in range(_SMALL)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,7 +445,12 @@ _HELPERS: dict[str, Any] = {
 
 
 class _Gen:
-    """Generates decode/encode functions for the structs of one message at one version."""
+    """Generates decode/encode functions for the structs of one message at one version.
+
+    Decoders index the buffer directly and let ``struct.error``/``IndexError`` signal a short
+    buffer; ``MessageType.decode`` turns those into ``ProtocolError``. Lengths are checked before
+    slicing, so a lying length never reads past the buffer silently.
+    """
 
     def __init__(self, message: str, version: int, flexible: bool) -> None:
         self.message = message
@@ -427,7 +465,39 @@ class _Gen:
         self.n += 1
         return f"_t{self.n}"
 
+    def packer(self, codes: str) -> str:
+        """Name of a module-level ``struct.Struct`` for big-endian ``codes``."""
+        name = "_P_" + codes.replace("?", "o")
+        if name not in self.env:
+            self.env[name] = struct.Struct(">" + codes)
+        return name
+
+    def array_unpacker(self, code: str) -> str:
+        """Name of a list of ``struct.Struct`` for arrays of 0.._SMALL-1 elements of ``code``."""
+        name = "_A_" + code.replace("?", "o")
+        if name not in self.env:
+            self.env[name] = _array_structs(code)
+        return name
+
     # -- decoding -------------------------------------------------------------------------------
+
+    def read_uvarint(self, p: str, var: str, lines: list[str]) -> None:
+        """Inline the one-byte case of an unsigned varint; longer ones go through read_uvarint."""
+        lines.append(f"{p}{var} = buf[pos]")
+        lines.append(f"{p}if {var} < 128:")
+        lines.append(f"{p}    pos += 1")
+        lines.append(f"{p}else:")
+        lines.append(f"{p}    {var}, pos = read_uvarint(buf, pos)")
+
+    def read_length(self, p: str, kind: str, lines: list[str]) -> None:
+        """Set ``n`` to a string/bytes/array length, negative for null."""
+        if self.flexible:
+            self.read_uvarint(p, "n", lines)
+            lines.append(f"{p}n -= 1")
+        elif kind == "string":
+            lines.append(f"{p}n, = {self.packer('h')}.unpack_from(buf, pos); pos += 2")
+        else:
+            lines.append(f"{p}n, = {self.packer('i')}.unpack_from(buf, pos); pos += 4")
 
     def dec_fn(self, spec: StructSpec) -> str:
         fname = f"dec_{spec.name}"
@@ -435,117 +505,140 @@ class _Gen:
             return fname
         self.done.add(fname)
         v = self.version
-        lines = [f"def {fname}(buf, pos):"]
+        # Decode straight into the slots of a bare instance: cheaper than calling __init__.
+        self.env[f"_C_{spec.name}"] = spec.cls
+        lines = [f"def {fname}(buf, pos):", f"    o = _new(_C_{spec.name})"]
         present = [f for f in spec.fields if _in(f.versions, v) and not _in(f.tagged, v)]
         tagged = [f for f in spec.fields if _in(f.versions, v) and _in(f.tagged, v)]
-        values: dict[str, str] = {}
+        run: list[FieldSpec] = []
+
+        def flush() -> None:
+            if run:
+                codes = "".join(_FIXED[f.type] for f in run)
+                names = ", ".join(f"o.{f.name}" for f in run)
+                size = struct.calcsize(">" + codes)
+                lines.append(f"    {names}, = {self.packer(codes)}.unpack_from(buf, pos); pos += {size}")
+                run.clear()
+
         for f in present:
-            var = f"v_{f.name}"
-            self.dec_value(f, var, lines, 1, nullable=_in(f.nullable, v))
-            values[f.name] = var
-        if self.flexible:
-            for f in tagged:
-                values[f.name] = f"v_{f.name}"
-                env_name = f"_TD_{spec.name}_{f.name}"
-                self.env[env_name] = f.default_spec
-                if f.type == "struct" or (f.type == "array" and f.default_spec == []):
-                    lines.append(f"    v_{f.name} = _MISSING_")
-                else:
-                    lines.append(f"    v_{f.name} = {env_name}")
-            lines.append("    ntag, pos = read_uvarint(buf, pos)")
-            lines.append("    for _ in range(ntag):")
-            lines.append("        tag, pos = read_uvarint(buf, pos)")
-            lines.append("        size, pos = read_uvarint(buf, pos)")
-            lines.append("        end = pos + size")
-            lines.append("        if end > len(buf):")
-            lines.append("            raise ProtocolError('tagged field runs past the end of the message')")
-            first = True
-            for f in tagged:
-                kw = "if" if first else "elif"
-                first = False
-                lines.append(f"        {kw} tag == {f.tag}:")
-                self.dec_value(f, f"v_{f.name}", lines, 3, nullable=_in(f.nullable, v))
-                lines.append("            if pos != end:")
-                lines.append("                raise ProtocolError('tagged field size does not match its content')")
-            if tagged:
-                lines.append("        else:")
-                lines.append("            pos = end")
-            else:
-                lines.append("        pos = end")
-        self.env[f"_C_{spec.name}"] = spec.cls
-        self.env["_MISSING_"] = _MISSING
-        args = []
+            if f.type in _FIXED:
+                run.append(f)
+                continue
+            flush()
+            self.dec_value(f, f"o.{f.name}", lines, 1, nullable=_in(f.nullable, v))
+        flush()
+        # Fields this version does not carry (and tagged ones until seen) get their defaults.
+        wired = {f.name for f in present}
         for f in spec.fields:
-            if f.name in values:
-                args.append(values[f.name])
-            elif f.type == "struct" or (f.type == "array" and f.default_spec == []):
-                args.append("_MISSING_")  # the generated __init__ makes a fresh default
+            if f.name in wired:
+                continue
+            sub = f.struct
+            if f.type == "struct" and f.default_spec is _MISSING and sub is not None and all(
+                    g.type not in ("struct", "array") for g in sub.fields):
+                # a default instance of a flat struct, built in line
+                self.env[f"_C_{sub.name}"] = sub.cls
+                sets = "".join(f" _d.{g.name} = {self.default_expr(sub, g)};" for g in sub.fields)
+                lines.append(f"    _d = _new(_C_{sub.name});{sets} o.{f.name} = _d")
             else:
-                self.env[f"_FD_{spec.name}_{f.name}"] = f.default_spec
-                args.append(f"_FD_{spec.name}_{f.name}")
-        call_args = ", ".join(args)
-        lines.append(f"    return _C_{spec.name}({call_args}), pos")
+                lines.append(f"    o.{f.name} = {self.default_expr(spec, f)}")
+        if self.flexible:
+            lines.append("    if buf[pos] == 0:")
+            lines.append("        pos += 1")
+            lines.append("    else:")
+            if not tagged:
+                lines.append("        pos = _skip_tags(buf, pos)")
+            else:
+                lines.append("        ntag, pos = read_uvarint(buf, pos)")
+                lines.append("        for _ in range(ntag):")
+                lines.append("            tag, pos = read_uvarint(buf, pos)")
+                lines.append("            size, pos = read_uvarint(buf, pos)")
+                lines.append("            tend = pos + size")
+                lines.append("            if tend > len(buf):")
+                lines.append("                raise ProtocolError('tagged field runs past the end of the message')")
+                for i, f in enumerate(tagged):
+                    lines.append(f"            {'if' if i == 0 else 'elif'} tag == {f.tag}:")
+                    self.dec_value(f, f"o.{f.name}", lines, 4, nullable=_in(f.nullable, v))
+                    lines.append("                if pos != tend:")
+                    lines.append("                    raise ProtocolError('tagged field size does not match its content')")
+                lines.append("            else:")
+                lines.append("                pos = tend")
+        lines.append("    return o, pos")
         self.sources.append("\n".join(lines))
         return fname
+
+    def default_expr(self, spec: StructSpec, f: FieldSpec) -> str:
+        """Source of a field's default value; mutable defaults are made fresh for each message."""
+        if f.type == "struct" and f.default_spec is _MISSING:
+            self.env[f"_SC_{f.struct.name}"] = f.struct.cls  # type: ignore[union-attr]
+            return f"_SC_{f.struct.name}()"  # type: ignore[union-attr]
+        if f.type == "array" and f.default_spec == []:
+            return "[]"
+        name = f"_FD_{spec.name}_{f.name}"
+        self.env[name] = f.default_spec
+        return name
 
     def dec_value(self, f: FieldSpec, var: str, lines: list[str], ind: int, nullable: bool) -> None:
         p = "    " * ind
         t = f.type
-        flex = self.flexible
-        if t in _SCALARS:
-            fmt, size = _SCALARS[t]
-            lines.append(f"{p}{var} = _S_{_struct_name(t)}.unpack_from(buf, pos)[0]; pos += {size}")
-        elif t == "bool":
-            lines.append(f"{p}{var} = buf[pos] != 0; pos += 1")
+        if t in _FIXED:
+            code = _FIXED[t]
+            lines.append(f"{p}{var}, = {self.packer(code)}.unpack_from(buf, pos); pos += {struct.calcsize(code)}")
         elif t == "uuid":
-            lines.append(f"{p}if pos + 16 > len(buf): raise ProtocolError('uuid runs past the end of the message')")
-            lines.append(f"{p}{var} = UUID(bytes=bytes(buf[pos:pos + 16])); pos += 16")
+            lines.append(f"{p}{var} = bytes(buf[pos:pos + 16]); pos += 16")
+            lines.append(f"{p}if len({var}) != 16: raise ProtocolError('uuid runs past the end of the message')")
+            lines.append(f"{p}{var} = ZERO_UUID if {var} == _Z16 else UUID(bytes={var})")
         elif t in ("string", "bytes", "records"):
-            if flex:
-                lines.append(f"{p}n, pos = read_uvarint(buf, pos); n -= 1")
-            elif t == "string":
-                lines.append(f"{p}n = _S_I16.unpack_from(buf, pos)[0]; pos += 2")
-            else:
-                lines.append(f"{p}n = _S_I32.unpack_from(buf, pos)[0]; pos += 4")
+            self.read_length(p, t, lines)
             lines.append(f"{p}if n < 0:")
             if nullable:
                 lines.append(f"{p}    {var} = None")
             else:
                 lines.append(f"{p}    raise ProtocolError('non-nullable field {f.json_name} is null')")
             lines.append(f"{p}else:")
+            lines.append(f"{p}    end = pos + n")
+            lines.append(f"{p}    if end > len(buf):")
+            lines.append(f"{p}        raise ProtocolError('{f.json_name} runs past the end of the message')")
             if t == "string":
-                lines.append(f"{p}    {var}, pos = _read_string(buf, pos, n)")
-            else:
-                copy = t == "bytes" and not f.zero_copy
-                lines.append(f"{p}    {var}, pos = _read_bytes(buf, pos, n, {copy})")
+                lines.append(f"{p}    {var} = str(buf[pos:end], 'utf-8'); pos = end")
+            elif t == "bytes" and not f.zero_copy:
+                lines.append(f"{p}    {var} = bytes(buf[pos:end]); pos = end")
+            else:  # records (and zero-copy bytes) stay a view into the buffer
+                lines.append(f"{p}    {var} = buf[pos:end]; pos = end")
         elif t == "struct":
             fn = self.dec_fn(f.struct)  # type: ignore[arg-type]
             if nullable:
-                lines.append(f"{p}if _S_I8.unpack_from(buf, pos)[0] < 0:")
+                lines.append(f"{p}if buf[pos] > 127:")  # int8 -1: null
                 lines.append(f"{p}    {var} = None; pos += 1")
                 lines.append(f"{p}else:")
-                lines.append(f"{p}    pos += 1")
-                lines.append(f"{p}    {var}, pos = {fn}(buf, pos)")
+                lines.append(f"{p}    {var}, pos = {fn}(buf, pos + 1)")
             else:
                 lines.append(f"{p}{var}, pos = {fn}(buf, pos)")
         elif t == "array":
-            if flex:
-                lines.append(f"{p}n, pos = read_uvarint(buf, pos); n -= 1")
-            else:
-                lines.append(f"{p}n = _S_I32.unpack_from(buf, pos)[0]; pos += 4")
+            self.read_length(p, t, lines)
             lines.append(f"{p}if n < 0:")
             if nullable:
                 lines.append(f"{p}    {var} = None")
             else:
                 lines.append(f"{p}    raise ProtocolError('non-nullable array {f.json_name} is null')")
             lines.append(f"{p}else:")
-            lines.append(f"{p}    _check_count(buf, pos, n)")
+            # Every element takes at least one byte on the wire; refusing counts above the remaining
+            # size stops a tiny frame from claiming billions of elements.
+            lines.append(f"{p}    if n > len(buf) - pos:")
+            lines.append(f"{p}        raise ProtocolError('array {f.json_name} claims more elements than bytes left')")
             item = f.item
             assert item is not None
-            if item.type in _SCALARS:
-                fmt, size = _SCALARS[item.type]
-                lines.append(f"{p}    if pos + n * {size} > len(buf): raise ProtocolError('array runs past the end')")
-                lines.append(f"{p}    {var} = list(_u('>%d{fmt}' % n, buf, pos)); pos += n * {size}")
+            if item.type in _FIXED:
+                code = _FIXED[item.type]
+                unpack = self.array_unpacker(code)
+                lines.append(f"{p}    {var} = list({unpack}[n].unpack_from(buf, pos)) if n < {_SMALL} else "
+                             f"list(_u('>%d{code}' % n, buf, pos)); pos += n * {struct.calcsize(code)}")
+            elif item.type == "struct":
+                fn = self.dec_fn(item.struct)  # type: ignore[arg-type]
+                lines.append(f"{p}    {var} = []")
+                lines.append(f"{p}    _app = {var}.append")
+                lines.append(f"{p}    for _ in range(n):")
+                lines.append(f"{p}        _e, pos = {fn}(buf, pos)")
+                lines.append(f"{p}        _app(_e)")
             else:
                 lines.append(f"{p}    {var} = []")
                 lines.append(f"{p}    _app = {var}.append")
@@ -564,9 +657,22 @@ class _Gen:
         self.done.add(fname)
         v = self.version
         lines = [f"def {fname}(o, out):"]
+        run: list[FieldSpec] = []
+
+        def flush() -> None:
+            if run:
+                codes = "".join(_FIXED[f.type] for f in run)
+                lines.append(f"    out += {self.packer(codes)}.pack({', '.join(f'o.{f.name}' for f in run)})")
+                run.clear()
+
         for f in spec.fields:
             if _in(f.versions, v) and not _in(f.tagged, v):
+                if f.type in _FIXED:
+                    run.append(f)
+                    continue
+                flush()
                 self.enc_value(f, f"o.{f.name}", lines, 1, nullable=_in(f.nullable, v))
+        flush()
         if self.flexible:
             tagged = sorted((f for f in spec.fields if _in(f.versions, v) and _in(f.tagged, v)),
                             key=lambda f: f.tag or 0)
@@ -575,67 +681,85 @@ class _Gen:
             else:
                 lines.append("    tags = []")
                 for f in tagged:
-                    dname = f"_TE_{spec.name}_{f.name}"
-                    if f.type == "struct":
-                        self.env[dname] = f.struct
-                        cond = f"o.{f.name} is not None and o.{f.name} != {dname}.cls()"
-                    elif f.type == "array":
-                        cond = f"o.{f.name}" if f.default_spec == [] else f"o.{f.name} is not None"
-                        self.env[dname] = f.default_spec
-                    else:
-                        self.env[dname] = f.default_spec
-                        cond = f"o.{f.name} != {dname}"
-                    lines.append(f"    if {cond}:")
+                    if f.type == "records":  # spliced chunks cannot live inside a tagged field
+                        raise ValueError(f"{self.message}: tagged records field {f.json_name} is not supported")
+                    lines.append(f"    if {self.nondefault_cond(spec, f, f'o.{f.name}')}:")
                     lines.append("        sub = Output()")
                     self.enc_value(f, f"o.{f.name}", lines, 2, nullable=_in(f.nullable, v), out="sub")
                     lines.append(f"        tags.append(({f.tag}, sub))")
-                lines.append("    write_uvarint(out, len(tags))")
-                lines.append("    for tag, sub in tags:")
-                lines.append("        write_uvarint(out, tag); write_uvarint(out, len(sub)); out += sub")
+                lines.append("    if tags:")
+                lines.append("        write_uvarint(out, len(tags))")
+                lines.append("        for tag, sub in tags:")
+                lines.append("            write_uvarint(out, tag); write_uvarint(out, len(sub)); out += sub")
+                lines.append("    else:")
+                lines.append("        out.append(0)")
         if len(lines) == 1:
             lines.append("    pass")
         self.sources.append("\n".join(lines))
         return fname
+
+    def nondefault_cond(self, spec: StructSpec, f: FieldSpec, expr: str) -> str:
+        """Source of a test that ``expr`` (field ``f`` of ``spec``) differs from the field's default.
+
+        Tagged fields at their default are left off the wire, as Kafka does; structs compare field by
+        field with a generated function rather than by building a default instance each time.
+        """
+        if f.type == "struct":
+            if f.default_spec is None:  # a struct defaulting to null
+                return f"{expr} is not None"
+            sub = f.struct
+            assert sub is not None
+            if all(g.type not in ("struct", "array") for g in sub.fields):  # flat: test inline
+                conds = " or ".join(self.nondefault_cond(sub, g, f"_v.{g.name}") for g in sub.fields) or "False"
+                return f"((_v := {expr}) is not None and ({conds}))"
+            return f"({expr} is not None and {self.nondefault_fn(sub)}({expr}))"
+        if f.type == "array":
+            return expr if f.default_spec == [] else f"{expr} is not None"
+        name = f"_FD_{spec.name}_{f.name}"
+        self.env[name] = f.default_spec
+        if f.type == "uuid":  # None encodes as the zero uuid
+            return f"({expr} or ZERO_UUID) != {name}"
+        return f"{expr} != {name}"
+
+    def nondefault_fn(self, spec: StructSpec) -> str:
+        fname = f"nondefault_{spec.name}"
+        if fname not in self.done:
+            self.done.add(fname)
+            conds = [self.nondefault_cond(spec, f, f"o.{f.name}") for f in spec.fields]
+            self.sources.append(f"def {fname}(o):\n    return {' or '.join(conds) or 'False'}")
+        return fname
+
+    def write_length(self, p: str, n: str, kind: str, lines: list[str], out: str) -> None:
+        """Write the length expression ``n`` (not null) as a compact or classic length."""
+        if self.flexible:
+            lines.append(f"{p}_n = {n} + 1")
+            lines.append(f"{p}{out}.append(_n) if _n < 128 else write_uvarint({out}, _n)")
+        elif kind == "string":
+            lines.append(f"{p}{out} += {self.packer('h')}.pack({n})")
+        else:
+            lines.append(f"{p}{out} += {self.packer('i')}.pack({n})")
 
     def enc_value(self, f: FieldSpec, expr: str, lines: list[str], ind: int, nullable: bool,
                   out: str = "out") -> None:
         p = "    " * ind
         t = f.type
         flex = self.flexible
-        if t in _SCALARS:
-            lines.append(f"{p}{out} += _S_{_struct_name(t)}.pack({expr})")
-        elif t == "bool":
-            lines.append(f"{p}{out}.append(1 if {expr} else 0)")
+        if t in _FIXED:
+            lines.append(f"{p}{out} += {self.packer(_FIXED[t])}.pack({expr})")
         elif t == "uuid":
             lines.append(f"{p}{out} += ({expr} or ZERO_UUID).bytes")
-        elif t == "string":
+        elif t in ("string", "bytes"):
             tv = self.tmp()
             lines.append(f"{p}{tv} = {expr}")
             lines.append(f"{p}if {tv} is None:")
             if nullable:
-                lines.append(f"{p}    {out} += {_null16(flex)}")
+                lines.append(f"{p}    {out} += {_null16(flex) if t == 'string' else _null32(flex)}")
             else:
                 lines.append(f"{p}    raise ValueError('{f.json_name} is not nullable')")
             lines.append(f"{p}else:")
-            lines.append(f"{p}    {tv} = {tv}.encode('utf-8')")
-            if flex:
-                lines.append(f"{p}    write_uvarint({out}, len({tv}) + 1)")
-            else:
-                lines.append(f"{p}    {out} += _S_I16.pack(len({tv}))")
-            lines.append(f"{p}    {out} += {tv}")
-        elif t == "bytes":
-            tv = self.tmp()
-            lines.append(f"{p}{tv} = {expr}")
-            lines.append(f"{p}if {tv} is None:")
-            if nullable:
-                lines.append(f"{p}    {out} += {_null32(flex)}")
-            else:
-                lines.append(f"{p}    raise ValueError('{f.json_name} is not nullable')")
-            lines.append(f"{p}else:")
-            if flex:
-                lines.append(f"{p}    write_uvarint({out}, len({tv}) + 1)")
-            else:
-                lines.append(f"{p}    {out} += _S_I32.pack(len({tv}))")
+            if t == "string":
+                lines.append(f"{p}    {tv} = {tv}.encode('utf-8')")
+            self.write_length(p + "    ", f"len({tv})", t, lines, out)
             lines.append(f"{p}    {out} += {tv}")
         elif t == "records":
             lines.append(f"{p}_put_records({out}, {expr}, {flex}, {nullable})")
@@ -660,16 +784,19 @@ class _Gen:
             else:
                 lines.append(f"{p}    raise ValueError('{f.json_name} is not nullable')")
             lines.append(f"{p}else:")
-            if flex:
-                lines.append(f"{p}    write_uvarint({out}, len({tv}) + 1)")
-            else:
-                lines.append(f"{p}    {out} += _S_I32.pack(len({tv}))")
+            self.write_length(p + "    ", f"len({tv})", t, lines, out)
             item = f.item
             assert item is not None
-            if item.type in _SCALARS:
-                fmt, _size = _SCALARS[item.type]
-                lines.append(f"{p}    {out} += struct_pack('>%d{fmt}' % len({tv}), *{tv})")
-                self.env["struct_pack"] = struct.pack
+            if item.type in _FIXED:
+                code = _FIXED[item.type]
+                packs = self.array_unpacker(code)
+                lines.append(f"{p}    {out} += {packs}[len({tv})].pack(*{tv}) if len({tv}) < {_SMALL} else "
+                             f"struct_pack('>%d{code}' % len({tv}), *{tv})")
+            elif item.type == "struct":
+                fn = self.enc_fn(item.struct)  # type: ignore[arg-type]
+                ev = self.tmp()
+                lines.append(f"{p}    for {ev} in {tv}:")
+                lines.append(f"{p}        {fn}({ev}, {out})")
             else:
                 ev = self.tmp()
                 lines.append(f"{p}    for {ev} in {tv}:")
@@ -686,11 +813,6 @@ def _null16(flex: bool) -> str:
 def _null32(flex: bool) -> str:
     """Source text of a null bytes/array: compact length 0, or classic int32 -1."""
     return "b'\\x00'" if flex else "b'\\xff\\xff\\xff\\xff'"
-
-
-def _struct_name(t: str) -> str:
-    return {"int8": "I8", "int16": "I16", "uint16": "U16", "int32": "I32", "uint32": "U32", "int64": "I64",
-            "float64": "F64"}[t]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -780,9 +902,7 @@ class MessageType:
         """Encode to bytes (file-region records are not allowed here; use encode_into)."""
         out = Output()
         self.encoder(version)(msg, out)
-        if out.splices:
-            raise ValueError("message holds file regions; use encode_into and Output.parts()")
-        return bytes(out)
+        return out.to_bytes()
 
     def __repr__(self) -> str:
         return f"<MessageType {self.name} v{self.valid_versions[0]}-{self.valid_versions[1]}>"
