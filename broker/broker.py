@@ -52,6 +52,7 @@ class Broker:
         self.broker_epoch = -1
         self.metadata = MetadataCache(self.broker_id)
         self.log_manager: LogManager | None = None
+        self.cleaner: Any = None
         self.replica_manager: ReplicaManager | None = None
         self.apis = KafkaApis(self)
         self.stats = ConnectionStats()
@@ -63,6 +64,7 @@ class Broker:
         self._stopping: asyncio.Event | None = None  # created in run(), inside the loop
         self.started_at = time.time()
         self.services: dict[str, Any] = {}
+        self.config_changes: Any = None  # ConfigChangeListener, from startup()
 
     # ------------------------------------------------------------------------------------------------
     # Configuration views
@@ -74,6 +76,11 @@ class Broker:
         self._topic_overrides[topic] = dict(overrides)
         if self.replica_manager is not None:
             self.replica_manager.on_topic_config_change(topic)
+
+    def forget_topic_overrides(self, topic: str) -> None:
+        """The topic's config node is gone (topic deleted): a topic created later under the same name
+        starts from the broker defaults."""
+        self._topic_overrides.pop(topic, None)
 
     async def zk_call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a blocking ZooKeeper call off the event loop."""
@@ -116,6 +123,10 @@ class Broker:
         self.cluster_id = await self.zk_call(self.zk.get_or_create_cluster_id)
         self.metadata.cluster_id = self.cluster_id
         await self._load_dynamic_configs()
+        from broker.config_changes import ConfigChangeListener
+
+        self.config_changes = ConfigChangeListener(self)
+        await self.config_changes.start()
         self.log_manager = LogManager(
             list(cfg.log_dir_list), broker_id=self.broker_id, cluster_id=self.cluster_id,
             default_config=LogConfig.from_broker(cfg, {}), topic_config=self.topic_config,
@@ -124,23 +135,57 @@ class Broker:
             flush_offset_checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"),
             flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"))
         await self.loop.run_in_executor(None, self.log_manager.startup)  # type: ignore[union-attr]
+        if cfg.get("log.cleaner.enable"):
+            from storage.cleaner import LogCleaner
+
+            # Compaction runs in its own thread, away from the event loop (as Kafka's cleaner threads).
+            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=cfg.get("log.cleaner.dedupe.buffer.size"),
+                                      io_buffer_size=cfg.get("log.cleaner.io.buffer.size"),
+                                      load_factor=cfg.get("log.cleaner.io.buffer.load.factor"),
+                                      backoff_ms=cfg.get("log.cleaner.backoff.ms"))
+            self.cleaner.start()
         self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.metadata,
                                               self.topic_config)
         from broker.services import start_services
 
         await start_services(self)
         await self._start_listeners()
-        self.broker_epoch = await self.zk_call(self.zk.register_broker, self._registration())
+        self.broker_epoch = await self._register()
         # After a ZooKeeper session expiry the client re-registers us; the new czxid is our epoch.
         self.zk.on_broker_reregistered(self._on_reregistered)
         from broker.controller_glue import start_controller_services
 
         await start_controller_services(self)
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        from broker.metrics import start_metrics
+
+        await start_metrics(self)
 
     def _on_reregistered(self, epoch: int) -> None:
         assert self.loop is not None
         self.loop.call_soon_threadsafe(setattr, self, "broker_epoch", epoch)
+
+    async def _register(self) -> int:
+        """Register in ZooKeeper. A broker restarted right after a crash finds its id still held by its
+        previous, dead session; that registration goes away when the session expires, so wait for it
+        (up to one session timeout and a little) before concluding that another broker has the id."""
+        from controller.zk_client import BrokerIdInUseError
+
+        assert self.zk is not None and self.loop is not None
+        wait_s = self.config.get("zookeeper.session.timeout.ms") / 1000.0 + 5.0
+        deadline = self.loop.time() + wait_s
+        logged = False
+        while True:
+            try:
+                return await self.zk_call(self.zk.register_broker, self._registration())
+            except BrokerIdInUseError as e:
+                if self.loop.time() >= deadline or (self._stopping is not None and self._stopping.is_set()):
+                    raise
+                if not logged:
+                    log.warning("%s; waiting up to %.0f s for a previous session of this broker to expire",
+                                e, wait_s)
+                    logged = True
+                await asyncio.sleep(0.5)
 
     def _registration(self) -> zd.BrokerRegistration:
         eps = tuple(zd.EndPoint(host=self._advertised_host(e), port=self.bound.get(e.name, (e.host, e.port))[1]
@@ -228,6 +273,9 @@ class Broker:
 
     async def shutdown(self) -> None:
         from broker.controller_glue import controlled_shutdown, stop_controller_services
+        from broker.metrics import stop_metrics
+
+        await stop_metrics(self)
 
         if self.zk is not None and self.broker_epoch >= 0 and self.config.get("controlled.shutdown.enable"):
             try:
@@ -245,10 +293,14 @@ class Broker:
             c.close()
         for t in self._tasks:
             t.cancel()
+        if self.config_changes is not None:
+            await self.config_changes.stop()
         await stop_controller_services(self)
         from broker.services import stop_services
 
         await stop_services(self)
+        if self.cleaner is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
         if self.log_manager is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown, self.broker_epoch)
         if self.zk is not None:

@@ -66,6 +66,7 @@ class Connection:
         self._end = 0  # end of received data in _buf
         self.stats = stats or ConnectionStats()
         self.closed = False
+        self._task: asyncio.Task[None] | None = None  # the serve() task, while it runs
         self.in_flight = False  # a request is being handled (graceful shutdown waits for it)
 
     # -- reading ------------------------------------------------------------------------------------
@@ -183,6 +184,7 @@ class Connection:
     # -- the loop -----------------------------------------------------------------------------------
 
     async def serve(self) -> None:
+        self._task = asyncio.current_task()
         try:
             while True:
                 frame = await self.read_frame()
@@ -209,9 +211,17 @@ class Connection:
             # A bug in a handler must never take the broker down; it costs this client its connection.
             log.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
+            self._task = None
             self.close()
 
     def close(self) -> None:
+        """Close the connection. From outside its serve() task (broker shutdown), the task is cancelled
+        and closes the socket itself once its pending receive or send is withdrawn: closing a socket
+        under a pending loop operation makes that operation fail on a dead file descriptor."""
+        task = self._task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            return
         if not self.closed:
             self.closed = True
             try:

@@ -89,7 +89,9 @@ def register(broker: Broker) -> None:
                     code = ErrorCode.KAFKA_STORAGE_ERROR
                 errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=code))
             topics.append(_LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=errs))
-        fetchers = broker.services["replica_fetchers"]
+        fetchers = broker.services.get("replica_fetchers")
+        if fetchers is None:  # shutting down: the fetchers are gone already
+            return _LAI(error_code=ErrorCode.NONE, topics=topics)
         for tp in became_leader:
             fetchers.remove_partition(tp)
         for topic, partition, leader in became_follower:
@@ -130,7 +132,9 @@ def register(broker: Broker) -> None:
                     code = ErrorCode.FENCED_LEADER_EPOCH
                 else:
                     stopped.append(tp)
-                    broker.services["replica_fetchers"].remove_partition(tp)
+                    fetchers = broker.services.get("replica_fetchers")
+                    if fetchers is not None:
+                        fetchers.remove_partition(tp)
                     try:
                         await rm.stop_replica(tp, delete=ps.delete_partition)
                     except Exception as e:

@@ -187,9 +187,9 @@ class AdminHandlers:
             return ErrorCode.TOPIC_ALREADY_EXISTS, str(e)
         except InvalidTopicError as e:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
-        if configs:
-            # The logs this broker creates for the topic (and DescribeConfigs) use its overrides at once.
-            self.broker.set_topic_overrides(name, configs)
+        # The logs this broker creates for the topic (and DescribeConfigs) use its overrides at once,
+        # and a topic deleted and created again does not inherit the old ones.
+        self.broker.set_topic_overrides(name, configs)
         log.info("created topic %s with %d partitions, replication factor %d", name, len(assignment),
                  len(next(iter(assignment.values()))))
         return ErrorCode.NONE, None
@@ -568,10 +568,11 @@ class AdminHandlers:
                     next_cursor = _DTP.Cursor(topic_name=name, partition_index=pid)
                     break
                 p = info.partitions[pid]
+                # ELR lists are empty, never null, as Kafka sends them: the Java admin client streams them.
                 parts.append(_DTP.DescribeTopicPartitionsResponsePartition(
                     error_code=0, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
-                    replica_nodes=p.replicas, isr_nodes=p.isr, eligible_leader_replicas=None,
-                    last_known_elr=None, offline_replicas=p.offline_replicas))
+                    replica_nodes=p.replicas, isr_nodes=p.isr, eligible_leader_replicas=[],
+                    last_known_elr=[], offline_replicas=p.offline_replicas))
                 count += 1
             topics.append(_DTP.DescribeTopicPartitionsResponseTopic(
                 error_code=0, name=name, topic_id=info.topic_id, is_internal=name in INTERNAL_TOPICS,

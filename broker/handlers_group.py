@@ -11,6 +11,7 @@ when it stops leading one, they are unloaded.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,7 @@ class GroupHandlers:
     def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        self._last_internal_topic_warning = -1e9
 
     async def ensure_internal_topic(self, topic: str) -> ErrorCode:
         """Create ``__consumer_offsets`` / ``__transaction_state`` on first use, like Kafka."""
@@ -98,7 +100,13 @@ class GroupHandlers:
                        "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))}
         live = len(self.broker.metadata.brokers)
         if live < rf:
-            log.warning("cannot create %s yet: %d alive brokers, replication factor %d needed", topic, live, rf)
+            # Clients retry FindCoordinator every ~100 ms: say it once a minute. No live broker at all
+            # means this broker has not heard from the controller yet (it is starting): not worth a word.
+            now = time.monotonic()
+            if live > 0 and now - self._last_internal_topic_warning > 60.0:
+                self._last_internal_topic_warning = now
+                log.warning("cannot create %s yet: %d alive brokers, replication factor %d needed",
+                            topic, live, rf)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         admin = self.broker.services["admin"]
         code, msg = await admin.create_topic(topic, parts, rf, None, configs, validate_only=False)

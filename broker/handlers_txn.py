@@ -1,9 +1,18 @@
-"""Producer ids and transactions: InitProducerId (and, with the transaction coordinator, the txn APIs)."""
+"""Producer ids and transactions: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+WriteTxnMarkers, DescribeProducers, DescribeTransactions and ListTransactions.
+
+The transactional APIs go to the transaction coordinator (``broker/txn_coordinator.py``); WriteTxnMarkers
+to the partition side (``broker/txn_markers.py``); DescribeProducers reads the producer state of the
+partitions this broker leads. Like Kafka, clients of old versions get INVALID_PRODUCER_EPOCH where
+newer ones get PRODUCER_FENCED (InitProducerId below v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+below v2). TxnOffsetCommit is served by the group coordinator (``broker/handlers_group.py``).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker import txn_markers
 from broker.producer_ids import ProducerIdManager
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
@@ -12,27 +21,179 @@ from protocol.messages import response_type
 if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.connection import Connection
+    from broker.txn_coordinator import TransactionCoordinator
     from protocol.messages import Request
 
 _IPI = response_type(ApiKey.INIT_PRODUCER_ID)
+_APT = response_type(ApiKey.ADD_PARTITIONS_TO_TXN)
+_AOT = response_type(ApiKey.ADD_OFFSETS_TO_TXN)
+_END = response_type(ApiKey.END_TXN)
+_DP = response_type(ApiKey.DESCRIBE_PRODUCERS)
+_DT = response_type(ApiKey.DESCRIBE_TRANSACTIONS)
+_LT = response_type(ApiKey.LIST_TRANSACTIONS)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _fenced(code: ErrorCode, old_client: bool) -> ErrorCode:
+    """Clients that predate PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead."""
+    return ErrorCode.INVALID_PRODUCER_EPOCH if old_client and code == ErrorCode.PRODUCER_FENCED else code
 
 
 def register(broker: Broker) -> None:
     pids = ProducerIdManager(broker)
     broker.services["producer_ids"] = pids
 
-    async def init_producer_id(conn: Connection, req: Request) -> Any:
-        b = req.body
-        if b.transactional_id is not None:
-            txn = broker.services.get("txn_coordinator")
-            if txn is None:
-                # Transactions need the transaction coordinator; until it runs here, say so retriably.
-                return _IPI(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
-            return await txn.handle_init_producer_id(b, req.api_version)
-        # Without a transactional id the request is always accepted, whatever its transaction timeout
-        # (librdkafka's idempotent producer sends -1), and gets a fresh id with epoch 0, as in Kafka;
-        # KIP-360's epoch bump applies to transactional ids.
-        pid = await pids.generate()
-        return _IPI(error_code=0, producer_id=pid, producer_epoch=0)
+    def coordinator() -> TransactionCoordinator | None:
+        return broker.services.get("txn_coordinator")
 
-    broker.apis.register(ApiKey.INIT_PRODUCER_ID, init_producer_id)
+    async def init_producer_id(conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        if b.transactional_id is None:
+            # Without a transactional id the request is always accepted, whatever its transaction timeout
+            # (librdkafka's idempotent producer sends -1), and gets a fresh id with epoch 0, as in Kafka.
+            pid = await pids.generate()
+            return _IPI(error_code=0, producer_id=pid, producer_epoch=0)
+        txn = coordinator()
+        if txn is None:
+            return _IPI(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+        pid_in = b.producer_id if v >= 3 else -1
+        epoch_in = b.producer_epoch if v >= 3 else -1
+        if pid_in == -1 and epoch_in == -1:
+            expected = None
+        elif pid_in == -1 or epoch_in == -1:
+            return _IPI(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
+        else:
+            expected = (pid_in, epoch_in)
+        code, pid, epoch = await txn.init_producer_id(b.transactional_id, b.transaction_timeout_ms, expected)
+        return _IPI(error_code=int(_fenced(code, v < 4)), producer_id=pid, producer_epoch=epoch)
+
+    async def add_partitions_to_txn(conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        txn = coordinator()
+        if v < 4:
+            topics = [(t.name, list(t.partitions)) for t in b.v3_and_below_topics]
+            result = await _add_partitions(txn, b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
+                                           b.v3_and_below_producer_epoch, topics, verify_only=False, old=v < 2)
+            return _APT(results_by_topic_v3_and_below=result)
+        results = []
+        for t in b.transactions:
+            topics = [(x.name, list(x.partitions)) for x in t.topics]
+            res = await _add_partitions(txn, t.transactional_id, t.producer_id, t.producer_epoch, topics,
+                                        verify_only=bool(t.verify_only), old=False)
+            results.append(_APT.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=res))
+        return _APT(error_code=0, results_by_transaction=results)
+
+    async def _add_partitions(txn: TransactionCoordinator | None, transactional_id: str, producer_id: int,
+                              producer_epoch: int, topics: list[tuple[str, list[int]]], *, verify_only: bool,
+                              old: bool) -> list[Any]:
+        tps = [(name, p) for name, parts in topics for p in parts]
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        unknown = {tp for tp in tps if broker.metadata.partition(*tp) is None}
+        if txn is None:
+            errors = dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        elif unknown:
+            # Any unknown partition fails the whole request; the others were not attempted.
+            errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                      for tp in tps}
+        elif verify_only:
+            errors = txn.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
+        else:
+            code = await txn.add_partitions(transactional_id, producer_id, producer_epoch, tps)
+            errors = dict.fromkeys(tps, _fenced(code, old))
+        by_topic: dict[str, list[Any]] = {}
+        for (name, p), code in errors.items():
+            by_topic.setdefault(name, []).append(
+                _APT.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=int(code)))
+        return [_APT.AddPartitionsToTxnTopicResult(name=n, results_by_partition=rs) for n, rs in by_topic.items()]
+
+    async def add_offsets_to_txn(conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        txn = coordinator()
+        gc = broker.services.get("group_coordinator")
+        if txn is None or gc is None:
+            return _AOT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        tp = (OFFSETS_TOPIC, gc.partition_for(b.group_id))
+        code = await txn.add_partitions(b.transactional_id, b.producer_id, b.producer_epoch, [tp])
+        return _AOT(error_code=int(_fenced(code, v < 2)))
+
+    async def end_txn(conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        txn = coordinator()
+        if txn is None:
+            return _END(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        code = await txn.end_transaction(b.transactional_id, b.producer_id, b.producer_epoch, bool(b.committed))
+        return _END(error_code=int(_fenced(code, v < 2)))
+
+    async def write_txn_markers(conn: Connection, req: Request) -> Any:
+        return await txn_markers.handle_write_txn_markers(broker, req.body)
+
+    async def describe_producers(conn: Connection, req: Request) -> Any:
+        rm = broker.replica_manager
+        assert rm is not None
+        topics = []
+        for t in req.body.topics:
+            parts = []
+            for idx in t.partition_indexes:
+                r = _DP.PartitionResponse(partition_index=idx, error_code=0, error_message=None, active_producers=[])
+                parts.append(r)
+                p = rm.partitions.get((t.name, idx))
+                if p is None:
+                    r.error_code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if broker.metadata.partition(t.name, idx)
+                                    is None else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    continue
+                if not p.is_leader:
+                    r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                for pid, e in sorted(p.log.producer_state.producers.items()):
+                    first = e.current_txn_first_offset
+                    r.active_producers.append(_DP.ProducerState(
+                        producer_id=pid, producer_epoch=e.producer_epoch, last_sequence=e.last_seq,
+                        last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                        current_txn_start_offset=first if first is not None else -1))
+            topics.append(_DP.TopicResponse(name=t.name, partitions=parts))
+        return _DP(topics=topics)
+
+    async def describe_transactions(conn: Connection, req: Request) -> Any:
+        txn = coordinator()
+        states = []
+        for tid in req.body.transactional_ids:
+            st = _DT.TransactionState(error_code=0, transactional_id=tid, transaction_state="",
+                                      transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                                      producer_epoch=-1, topics=[])
+            states.append(st)
+            if txn is None:
+                st.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                continue
+            code, meta = txn.describe(tid)
+            st.error_code = int(code)
+            if meta is None:
+                continue
+            st.transaction_state = meta.state.kafka_name
+            st.transaction_timeout_ms = meta.timeout_ms
+            st.transaction_start_time_ms = meta.start_ms
+            st.producer_id = meta.producer_id
+            st.producer_epoch = meta.producer_epoch
+            st.topics = [_DT.TopicData(topic=name, partitions=ps) for name, ps in meta.topics().items()]
+        return _DT(transaction_states=states)
+
+    async def list_transactions(conn: Connection, req: Request) -> Any:
+        b, v = req.body, req.api_version
+        txn = coordinator()
+        if txn is None:
+            return _LT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[], transaction_states=[])
+        duration = b.duration_filter if v >= 1 else -1
+        code, unknown, metas = txn.list_transactions(b.producer_id_filters, b.state_filters, duration)
+        return _LT(error_code=int(code), unknown_state_filters=unknown, transaction_states=[
+            _LT.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
+                                 transaction_state=m.state.kafka_name) for m in metas])
+
+    apis = broker.apis
+    apis.register(ApiKey.INIT_PRODUCER_ID, init_producer_id)
+    apis.register(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_to_txn)
+    apis.register(ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_to_txn)
+    apis.register(ApiKey.END_TXN, end_txn)
+    apis.register(ApiKey.WRITE_TXN_MARKERS, write_txn_markers)
+    apis.register(ApiKey.DESCRIBE_PRODUCERS, describe_producers)
+    apis.register(ApiKey.DESCRIBE_TRANSACTIONS, describe_transactions)
+    apis.register(ApiKey.LIST_TRANSACTIONS, list_transactions)

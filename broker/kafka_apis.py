@@ -45,6 +45,7 @@ class KafkaApis:
         self.broker = broker
         self.handlers: dict[int, HandlerFn] = {ApiKey.API_VERSIONS: self.handle_api_versions}
         self.request_stats: dict[int, list[float]] = {}  # api key -> [count, total seconds]
+        self.observer: Callable[[Request, float], None] | None = None
 
     def register(self, api_key: int, fn: HandlerFn) -> None:
         self.handlers[api_key] = fn
@@ -74,9 +75,12 @@ class KafkaApis:
             raise ProtocolError(f"api key {hdr.api_key} is not served by this broker")
         else:
             body = await handler(conn, request)
+        elapsed = time.monotonic() - started
         stats = self.request_stats.setdefault(hdr.api_key, [0, 0.0])
         stats[0] += 1
-        stats[1] += time.monotonic() - started
+        stats[1] += elapsed
+        if self.observer is not None:  # request latency histograms (broker/metrics.py)
+            self.observer(request, elapsed)
         if body is None:
             return None  # acks=0 produce
         return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)

@@ -41,6 +41,7 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    last_error: int = 0  # the previous fetch's error for this partition (logged when it changes)
 
 
 class LeaderConnection:
@@ -201,6 +202,10 @@ class ReplicaFetcher:
                              self.leader_id, tp[0], tp[1], p.log.log_end_offset, target, r.leader_epoch,
                              r.end_offset)
                     await asyncio.get_running_loop().run_in_executor(None, p.log.truncate_to, target)
+                else:
+                    log.info("[ReplicaFetcher leader=%d] %s-%d: no truncation needed, log end %d (leader epoch %d "
+                             "ends at %d; high watermark %d)", self.leader_id, tp[0], tp[1], p.log.log_end_offset,
+                             r.leader_epoch, r.end_offset, p.log.high_watermark)
                 st.truncating = False
 
     @staticmethod
@@ -245,6 +250,11 @@ class ReplicaFetcher:
                 if st is None or p is None:
                     continue
                 code = pd.error_code
+                if code != st.last_error:
+                    if code != ErrorCode.NONE:
+                        log.info("[ReplicaFetcher leader=%d] fetching %s-%d at leader epoch %d: %s; waiting for the "
+                                 "controller", self.leader_id, tp[0], tp[1], st.leader_epoch, ErrorCode(code).name)
+                    st.last_error = code
                 if code == ErrorCode.NONE:
                     await self._process(p, pd)
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -69,6 +69,9 @@ class ReplicaManager:
         self.isr_manager: Any = None  # set by the broker once it can reach the controller
         self.messages_in = 0
         self.bytes_in = 0
+        # Per topic: [messages in, bytes in, bytes out to consumers]; bytes out to followers in total.
+        self.topic_stats: dict[str, list[int]] = {}
+        self.replication_bytes_out = 0
 
     # ------------------------------------------------------------------------------------------------
     # Partitions
@@ -103,6 +106,11 @@ class ReplicaManager:
         for cb in self.listeners_on_stop:
             cb(tp)
         if p is not None:
+            # A leader whose replica is removed (reassignment) may have acks=all produces parked: they
+            # hold this Partition object, so it must stop claiming leadership for them to finish now
+            # with NOT_LEADER_OR_FOLLOWER (the producer retries at the new leader) instead of timing out.
+            p.leader_id = -1
+            p.pending_isr = None
             self.notify_hw(tp)  # parked produces and fetches see the partition gone
         if delete:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.delete_log, *tp)
@@ -188,6 +196,11 @@ class ReplicaManager:
             raise PartitionError(_storage_error_code(e), str(e)) from None
         self.messages_in += vb.records_count
         self.bytes_in += vb.size
+        ts = self.topic_stats.get(tp[0])
+        if ts is None:
+            ts = self.topic_stats[tp[0]] = [0, 0, 0]
+        ts[0] += vb.records_count
+        ts[1] += vb.size
         self.notify_append(tp)
         if p.high_watermark > info.last_offset:
             self.notify_hw(tp)
@@ -265,8 +278,24 @@ class ReplicaManager:
             first = False
             remaining = deadline - time.monotonic()
             if errors or total_bytes >= body.min_bytes or remaining <= 0 or not keys:
+                if total_bytes:
+                    self._count_bytes_out(resp, version, is_follower, total_bytes)
                 return resp
             await self.fetch_purgatory.wait(keys, remaining)
+
+    def _count_bytes_out(self, resp: Any, version: int, is_follower: bool, total_bytes: int) -> None:
+        if is_follower:
+            self.replication_bytes_out += total_bytes
+            return
+        for tr in resp.responses:
+            size = sum(pd.records.size for pd in tr.partitions if isinstance(pd.records, FileRegions))
+            if size:
+                name = self.metadata.topics_by_id.get(tr.topic_id) if version >= 13 else tr.topic
+                if name is not None:
+                    ts = self.topic_stats.get(name)
+                    if ts is None:
+                        ts = self.topic_stats[name] = [0, 0, 0]
+                    ts[2] += size
 
     def _read_all(self, body: Any, version: int, replica_id: int, isolation: int, is_follower: bool,
                   first_read: bool) -> tuple[Any, int, bool]:
@@ -343,7 +372,9 @@ class ReplicaManager:
         if version < 12:
             return
         info = self.metadata.partition(*tp)
-        if info is not None:
+        # KIP-951 hint: only a leader this broker knows to be alive (a client may not know a broker that
+        # just came back; naming a dead or unknown one sends it nowhere). Otherwise no hint (-1, -1).
+        if info is not None and info.leader >= 0 and self.metadata.alive(info.leader):
             pd.current_leader = _FETCH.LeaderIdAndEpoch(leader_id=info.leader, leader_epoch=info.leader_epoch)
 
     # ------------------------------------------------------------------------------------------------

@@ -14,7 +14,16 @@ log = logging.getLogger(__name__)
 
 
 async def start_services(broker: Broker) -> None:
-    from broker import controller_glue, handlers_admin, handlers_data, handlers_group, handlers_txn
+    from broker import (
+        controller_glue,
+        handlers_admin,
+        handlers_cluster,
+        handlers_data,
+        handlers_group,
+        handlers_security,
+        handlers_txn,
+        txn_coordinator,
+    )
     from broker.isr_manager import IsrManager
     from broker.replica_fetcher import ReplicaFetcherManager
 
@@ -29,8 +38,11 @@ async def start_services(broker: Broker) -> None:
     handlers_data.register(broker)
     controller_glue.register(broker)
     handlers_admin.register(broker)
+    handlers_cluster.register(broker)
+    handlers_security.register(broker)
     handlers_txn.register(broker)
     await handlers_group.register(broker)
+    await txn_coordinator.register(broker)
 
 
 async def stop_services(broker: Broker) -> None:
@@ -40,6 +52,12 @@ async def stop_services(broker: Broker) -> None:
     isr = broker.services.pop("isr_manager", None)
     if isr is not None:
         await isr.stop()
+    from broker import txn_coordinator
+
+    try:
+        await txn_coordinator.unregister(broker)
+    except Exception:
+        log.exception("stopping the transaction coordinator failed")
     coordinator = broker.services.pop("group_coordinator", None)
     if coordinator is not None:
         try:

@@ -36,6 +36,40 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s")
 
 
+def wait_for_cluster_metadata(host: str, port: int, brokers: int, timeout: float,
+                              proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until the broker at host:port answers Metadata with ``brokers`` live brokers and a
+    controller: from then on clients get a usable cluster view (a broker listens a moment before the
+    controller has told it who is alive)."""
+    from protocol.api_versions import ApiKey
+    from protocol.messages import decode_response, encode_request, new_request
+
+    request = encode_request(ApiKey.METADATA, 12, 1, "devcluster", new_request(
+        ApiKey.METADATA, topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    deadline = time.monotonic() + timeout
+    seen = "no answer"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with status {proc.returncode} before it knew the cluster")
+        try:
+            with socket.create_connection((host, port), timeout=2.0) as s:
+                s.sendall(request)
+                buf = b""
+                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise ConnectionError("closed")
+                    buf += chunk
+            _, md = decode_response(ApiKey.METADATA, 12, buf[4:])
+            seen = f"{len(md.brokers)} brokers, controller {md.controller_id}"
+            if len(md.brokers) >= brokers and md.controller_id >= 0:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"broker {host}:{port} does not know the cluster after {timeout}s ({seen})")
+
+
 class BrokerProcess:
     """One broker as a subprocess, with its own directory, config file and log file."""
 
@@ -58,22 +92,29 @@ class BrokerProcess:
         }
         props.update(overrides or {})
         self.props = props
+        self.metrics_port = int(props["metrics.port"])
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.process: subprocess.Popen[bytes] | None = None
         self._log = None
+        self.cluster_size = 1  # brokers start(wait=True) waits to see in the metadata
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port > 0 else None
+
     def start(self, wait: bool = True, timeout: float = 30.0) -> BrokerProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "clients.cli", "broker", "start", "--config", str(self.config_path)],
+            [sys.executable, "-m", "broker", "--config", str(self.config_path)],
             cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         if wait:
             wait_for_port(self.host, self.port, timeout, self.process)
+            wait_for_cluster_metadata(self.host, self.port, self.cluster_size, timeout, self.process)
         return self
 
     @property
@@ -127,7 +168,7 @@ class LocalCluster:
 
     def __init__(self, n: int = 1, *, base_port: int = 0, base_dir: str | os.PathLike[str] | None = None,
                  zk_port: int | None = None, overrides: dict[str, str] | None = None,
-                 chroot: str = "/kafkette") -> None:
+                 chroot: str = "/kafkette", metrics_base_port: int | None = 0) -> None:
         self.n = n
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="kafkette-"))
@@ -143,6 +184,8 @@ class LocalCluster:
         self.overrides = defaults
         self.chroot = chroot
         self.base_port = base_port
+        # Prometheus endpoints: broker i on metrics_base_port + i, free ports when 0, none when None.
+        self.metrics_base_port = metrics_base_port
         self.brokers: list[BrokerProcess] = []
 
     @property
@@ -154,13 +197,23 @@ class LocalCluster:
         connect = self.zk.connect_string + self.chroot
         for i in range(self.n):
             port = self.base_port + i if self.base_port else free_port()
-            b = BrokerProcess(i, port, connect, self.base_dir, overrides=self.overrides)
+            if self.metrics_base_port is None:
+                metrics_port = -1
+            else:
+                metrics_port = self.metrics_base_port + i if self.metrics_base_port else free_port()
+            b = BrokerProcess(i, port, connect, self.base_dir, overrides=self.overrides, metrics_port=metrics_port)
+            b.cluster_size = self.n
             self.brokers.append(b)
         for b in self.brokers:
             b.start(wait=False)
         for b in self.brokers:
             assert b.process is not None
-            wait_for_port(b.host, b.port, 60.0, b.process)
+            try:
+                wait_for_port(b.host, b.port, 60.0, b.process)
+                wait_for_cluster_metadata(b.host, b.port, self.n, 60.0, b.process)
+            except (RuntimeError, TimeoutError) as e:
+                raise RuntimeError(f"broker {b.broker_id}: {e}; the end of {b.log_path}:\n"
+                                   f"{b.log_text()[-3000:]}") from None
         return self
 
     def stop(self) -> None:
@@ -185,9 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brokers", type=int, default=int(os.environ.get("KAFKETTE_BROKERS", "3")))
     ap.add_argument("--port", type=int, default=9092, help="port of broker 0; broker i listens on port+i")
     ap.add_argument("--zk-port", type=int, default=2181)
+    ap.add_argument("--metrics-port", type=int, default=9404,
+                    help="Prometheus port of broker 0; broker i serves metrics on port+i (-1: off)")
     ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster"), help="data directory (kept)")
     args = ap.parse_args(argv)
-    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=args.dir, zk_port=args.zk_port)
+    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=args.dir, zk_port=args.zk_port,
+                           metrics_base_port=None if args.metrics_port < 0 else args.metrics_port)
     stop = False
 
     def on_signal(*_: object) -> None:
@@ -206,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"ZooKeeper: {cluster.zk.connect_string}{cluster.chroot}")
     for b in cluster.brokers:
-        print(f"broker {b.broker_id}: {b.bootstrap}  (log: {b.log_path})")
+        metrics = f", metrics: {b.metrics_url}" if b.metrics_url else ""
+        print(f"broker {b.broker_id}: {b.bootstrap}  (log: {b.log_path}{metrics})")
     print(f"bootstrap servers: {cluster.bootstrap}   -- Ctrl-C stops the cluster")
     try:
         while not stop:

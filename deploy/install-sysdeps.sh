@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# System packages the tests and `make run` use: ZooKeeper (Debian's `zookeeper`), kcat, a JDK.
+# System packages the tests and `make run` use: ZooKeeper (Debian's `zookeeper`), kcat, a JDK, and strace
+# (the zero-copy test watches the broker's sendfile calls with it).
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 need=()
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+# Maven resolves jars from Maven Central: Kafka's for format cross-checks, Spark's Kafka connector.
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""

@@ -1,0 +1,108 @@
+"""Dynamic configs from ZooKeeper on every broker (Kafka's ZkConfigManager, broker side).
+
+AlterConfigs / IncrementalAlterConfigs write ``/config/<type>/<name>`` and a sequential change
+notification under ``/config/changes``; every broker watches those notifications and reloads the
+entity named in each new one. Topic creation writes ``/config/topics/<t>`` without a notification, so
+brokers also watch the children of ``/config/topics`` and load the overrides of topics they have not
+seen (a broker that hosts a replica of a topic created through another broker gets its configs), and
+forget those of deleted topics.
+
+ZooKeeper watches fire on kazoo's thread; they only wake a task on the broker's loop, which re-reads
+the state (and re-arms the watches) with blocking calls run in the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from controller import zk_data as zd
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class ConfigChangeListener:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._last_change: str | None = None
+        self._known_topics: set[str] | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Call after the broker loaded the configs present at startup: only later changes apply."""
+        b = self.broker
+        assert b.zk is not None and b.loop is not None
+        names = await b.zk_call(b.zk.get_config_change_notifications, self._watch)
+        self._last_change = names[-1] if names else None
+        self._known_topics = set(await b.zk_call(self._topics_with_config, self._watch))
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def _watch(self, _event: Any) -> None:
+        loop = self.broker.loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop is shutting down
+                loop.call_soon_threadsafe(self._wake.set)
+
+    def _topics_with_config(self, watch: Any) -> list[str]:
+        assert self.broker.zk is not None
+        return self.broker.zk.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_TOPIC), watch) or []
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._process()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("processing config changes from ZooKeeper failed; retrying")
+                await asyncio.sleep(1.0)
+                self._wake.set()
+
+    async def _process(self) -> None:
+        b = self.broker
+        assert b.zk is not None
+        topics: set[str] = set()
+        broker_changed = False
+        # New and deleted topics (re-arms the watch on /config/topics).
+        current = set(await b.zk_call(self._topics_with_config, self._watch))
+        known = self._known_topics or set()
+        topics |= current - known
+        for gone in known - current:
+            b.forget_topic_overrides(gone)
+        self._known_topics = current
+        # Change notifications (re-arms the watch on /config/changes).
+        names = await b.zk_call(b.zk.get_config_change_notifications, self._watch)
+        fresh = [n for n in names if self._last_change is None or n > self._last_change]
+        if fresh:
+            self._last_change = fresh[-1]
+        for n in fresh:
+            entity, _ = await b.zk_call(b.zk.read_config_change_notification, n)
+            if entity is None:
+                continue
+            etype, name = entity
+            if etype == zd.CONFIG_TYPE_TOPIC:
+                topics.add(name)
+            elif etype == zd.CONFIG_TYPE_BROKER and name in ("<default>", str(b.broker_id)):
+                broker_changed = True
+        if topics:
+            configs = await b.zk_call(b.zk.get_topic_configs, sorted(topics))
+            for t in sorted(topics):
+                b.set_topic_overrides(t, configs.get(t, {}))
+            log.info("reloaded topic configs from ZooKeeper: %s", ", ".join(sorted(topics)))
+        if broker_changed:
+            await b.reload_dynamic_broker_config()
+            log.info("reloaded dynamic broker configs from ZooKeeper")

@@ -1,0 +1,106 @@
+"""Cluster operations that only the active controller can carry out: ElectLeaders (43),
+AlterPartitionReassignments (45) and ListPartitionReassignments (46).
+
+Clients normally send these to the controller (Metadata names it). The broker that is the active
+controller answers from its KafkaController; any other broker forwards the request, at the client's
+version, to the controller it learned of from UpdateMetadata and relays the answer. When no controller
+can be reached the client gets NOT_CONTROLLER (retriable: it refreshes metadata and tries again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from controller.channel import read_frame
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import decode_response, encode_request, response_type
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.connection import Connection
+    from protocol.messages import Request
+
+log = logging.getLogger(__name__)
+
+_ELECT = response_type(ApiKey.ELECT_LEADERS)
+_ALTER = response_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+_LIST = response_type(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+FORWARD_TIMEOUT_S = 60.0
+
+
+def _not_controller(api_key: int, body: Any) -> Any:
+    code = ErrorCode.NOT_CONTROLLER
+    msg = "This broker is not the controller and the controller could not be reached."
+    if api_key == ApiKey.ELECT_LEADERS:
+        tps = body.topic_partitions or []
+        return _ELECT(error_code=code, replica_election_results=[
+            _ELECT.ReplicaElectionResult(topic=t.topic, partition_result=[
+                _ELECT.PartitionResult(partition_id=p, error_code=code, error_message=msg) for p in t.partitions])
+            for t in tps])
+    if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        return _ALTER(error_code=code, error_message=msg, responses=[])
+    return _LIST(error_code=code, error_message=msg, topics=[])
+
+
+class ClusterHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def _active_controller(self) -> Any:
+        ctrl = self.broker.services.get("controller")
+        return ctrl if ctrl is not None and ctrl.is_active else None
+
+    async def _forward(self, req: Request) -> Any:
+        """Send ``req`` as it came (same API version) to the controller and return its response body."""
+        hdr = req.header
+        controller_id = self.broker.metadata.controller_id
+        if controller_id < 0 or controller_id == self.broker.broker_id:
+            return _not_controller(hdr.api_key, req.body)
+        ep = self.broker.metadata.endpoint(controller_id, self.broker.inter_broker_listener)
+        if ep is None:
+            return _not_controller(hdr.api_key, req.body)
+        writer = None
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(ep[0], ep[1]), 10.0)
+            writer.write(encode_request(hdr.api_key, hdr.api_version, 1, f"broker-{self.broker.broker_id}-forward",
+                                        req.body))
+            await writer.drain()
+            frame = await asyncio.wait_for(read_frame(reader), FORWARD_TIMEOUT_S)
+            _corr, body = decode_response(hdr.api_key, hdr.api_version, frame)
+            return body
+        except (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as e:
+            log.info("forwarding api key %d to controller %d failed: %r", hdr.api_key, controller_id, e)
+            return _not_controller(hdr.api_key, req.body)
+        finally:
+            if writer is not None:
+                with contextlib.suppress(Exception):
+                    writer.close()
+
+    async def elect_leaders(self, conn: Connection, req: Request) -> Any:
+        ctrl = self._active_controller()
+        if ctrl is None:
+            return await self._forward(req)
+        return await ctrl.handle_elect_leaders(req.body)
+
+    async def alter_partition_reassignments(self, conn: Connection, req: Request) -> Any:
+        ctrl = self._active_controller()
+        if ctrl is None:
+            return await self._forward(req)
+        return await ctrl.handle_alter_partition_reassignments(req.body)
+
+    async def list_partition_reassignments(self, conn: Connection, req: Request) -> Any:
+        ctrl = self._active_controller()
+        if ctrl is None:
+            return await self._forward(req)
+        return await ctrl.handle_list_partition_reassignments(req.body)
+
+
+def register(broker: Broker) -> None:
+    h = ClusterHandlers(broker)
+    broker.apis.register(ApiKey.ELECT_LEADERS, h.elect_leaders)
+    broker.apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, h.alter_partition_reassignments)
+    broker.apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, h.list_partition_reassignments)

@@ -1,0 +1,382 @@
+"""Cluster-level tools: ``cluster describe``, ``leader-election``, ``reassign-partitions``, ``delete-records``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from clients.cmd_common import (
+    UsageError,
+    add_connection_args,
+    add_output_arg,
+    connect,
+    emit,
+    print_table,
+    read_json_file,
+    tp_str,
+)
+from clients.wire import (
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    KafkaWireError,
+    WireClient,
+    WireError,
+)
+
+
+def register_cluster(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="describe the cluster", description="Cluster-wide information.")
+    csub = p.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    d = csub.add_parser("describe", help="cluster id, controller, brokers, racks and listeners",
+                        description="Cluster id, the active controller and every broker with its rack and "
+                                    "listeners.")
+    add_connection_args(d)
+    add_output_arg(d)
+    d.set_defaults(func=run_cluster_describe)
+
+
+def register(sub: Any) -> None:
+    le = sub.add_parser("leader-election", help="elect preferred or unclean leaders",
+                        description="Move leadership to the preferred replica, or elect a leader for "
+                                    "leaderless partitions (kafka-leader-election.sh's flags).")
+    add_connection_args(le, config_flag="--admin.config")
+    add_output_arg(le)
+    le.add_argument("--election-type", required=True, type=str.upper, choices=("PREFERRED", "UNCLEAN"))
+    le.add_argument("--topic")
+    le.add_argument("--partition", type=int)
+    le.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
+    le.add_argument("--path-to-json-file", help='{"partitions": [{"topic": "t", "partition": 0}]}')
+    le.set_defaults(func=run_leader_election)
+
+    rp = sub.add_parser("reassign-partitions", help="move partition replicas between brokers",
+                        description="Generate, execute, verify or cancel partition reassignments "
+                                    "(kafka-reassign-partitions.sh's flags).")
+    acts = rp.add_mutually_exclusive_group(required=True)
+    for a in ("generate", "execute", "verify", "cancel"):
+        acts.add_argument(f"--{a}", dest="action", action="store_const", const=a, help=f"{a} a reassignment")
+    add_connection_args(rp)
+    rp.add_argument("--topics-to-move-json-file", help='--generate: {"topics": [{"topic": "t"}], "version": 1}')
+    rp.add_argument("--broker-list", help="--generate: brokers to place replicas on, e.g. 0,1,2")
+    rp.add_argument("--reassignment-json-file", help="--execute/--verify/--cancel: the plan")
+    rp.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_SEC",
+                    help="--execute: cap replication traffic of the moving replicas")
+    rp.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
+    rp.add_argument("--disable-rack-aware", action="store_true", help="--generate: ignore racks")
+    rp.set_defaults(func=run_reassign)
+
+    dr = sub.add_parser("delete-records", help="delete records below an offset",
+                        description="Advance partitions' log start offsets (kafka-delete-records.sh's flags).")
+    add_connection_args(dr)
+    add_output_arg(dr)
+    dr.add_argument("--offset-json-file", required=True,
+                    help='{"partitions": [{"topic": "t", "partition": 0, "offset": 10}], "version": 1}; '
+                         "offset -1 means the high watermark")
+    dr.set_defaults(func=run_delete_records)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def run_cluster_describe(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        r = client.describe_cluster()
+        brokers = []
+        for b in sorted(r.brokers, key=lambda b: b.broker_id):
+            listeners = advertised = None
+            try:
+                cfg = {c.name: c.value for c in client.describe_configs(
+                    RESOURCE_BROKER, str(b.broker_id), ["listeners", "advertised.listeners"])}
+                listeners, advertised = cfg.get("listeners"), cfg.get("advertised.listeners")
+            except WireError:
+                pass
+            brokers.append({"id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                            "controller": b.broker_id == r.controller_id,
+                            "listeners": listeners, "advertised_listeners": advertised or listeners})
+        data = {"cluster_id": r.cluster_id, "controller_id": r.controller_id, "brokers": brokers}
+    if args.output == "json":
+        emit(args, data)
+        return 0
+    print(f"Cluster ID: {data['cluster_id']}")
+    print(f"Controller: {data['controller_id']}")
+    print()
+    print_table([[b["id"], f"{b['host']}:{b['port']}", b["rack"], "yes" if b["controller"] else "",
+                  b["advertised_listeners"]] for b in brokers],
+                ["ID", "ENDPOINT", "RACK", "CONTROLLER", "LISTENERS"])
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def run_leader_election(args: argparse.Namespace) -> int:
+    given = [bool(args.topic), bool(args.all_topic_partitions), bool(args.path_to_json_file)]
+    if sum(given) != 1:
+        raise UsageError("give exactly one of --topic (with --partition), --all-topic-partitions, "
+                         "--path-to-json-file")
+    if args.topic and args.partition is None:
+        raise UsageError("--topic needs --partition")
+    if args.partition is not None and not args.topic:
+        raise UsageError("--partition needs --topic")
+    partitions: list[tuple[str, int]] | None
+    if args.path_to_json_file:
+        plan = read_json_file(args.path_to_json_file, "partitions file")
+        try:
+            partitions = [(e["topic"], int(e["partition"])) for e in plan["partitions"]]
+        except (KeyError, TypeError, ValueError):
+            raise UsageError(f"{args.path_to_json_file}: expected {{\"partitions\": [{{\"topic\": ..., "
+                             f"\"partition\": ...}}]}}") from None
+    elif args.topic:
+        partitions = [(args.topic, args.partition)]
+    else:
+        partitions = None
+    kind = args.election_type
+    etype = ELECTION_PREFERRED if kind == "PREFERRED" else ELECTION_UNCLEAN
+    with connect(args) as client:
+        if partitions is not None:
+            for t, p in partitions:
+                info = client.topic(t)
+                if p not in info.partitions:
+                    raise KafkaWireError(3, f"Partition {t}-{p} does not exist.")
+        results = client.elect_leaders(etype, partitions)
+    done = sorted(tp for tp, (c, _) in results.items() if c == 0)
+    not_needed = sorted(tp for tp, (c, _) in results.items() if c == 84)  # ELECTION_NOT_NEEDED
+    failed = {tp: (c, m) for tp, (c, m) in sorted(results.items()) if c not in (0, 84)}
+    if args.output == "json":
+        emit(args, {"elected": [tp_str(tp) for tp in done], "not_needed": [tp_str(tp) for tp in not_needed],
+                    "failed": {tp_str(tp): KafkaWireError(c, m).name for tp, (c, m) in failed.items()}})
+    else:
+        if done:
+            print(f"Successfully completed leader election ({kind}) for partitions {', '.join(map(tp_str, done))}")
+        if not_needed:
+            print(f"Valid replica already elected for partitions {', '.join(map(tp_str, not_needed))}")
+    if failed:
+        tp, (c, m) = next(iter(failed.items()))
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise KafkaWireError(c, m, f"leader election ({kind}) failed for partition {tp_str(tp)}{more}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _plan_json(assignment: dict[tuple[str, int], list[int]]) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(assignment.items())]})
+
+
+def _read_plan(path: str) -> dict[tuple[str, int], list[int]]:
+    plan = read_json_file(path, "reassignment file")
+    try:
+        out = {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]] for e in plan["partitions"]}
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"{path}: expected {{\"partitions\": [{{\"topic\", \"partition\", \"replicas\"}}]}}") from None
+    for tp, reps in out.items():
+        if not reps or len(set(reps)) != len(reps):
+            raise UsageError(f"{path}: partition {tp_str(tp)} has an empty or duplicated replica list")
+    return out
+
+
+def _current(client: WireClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], list[int]]:
+    topics = client.topics(sorted({t for t, _ in tps}))
+    out = {}
+    for t, p in tps:
+        info = topics.get(t)
+        if info is None or info.error_code or p not in info.partitions:
+            raise KafkaWireError(3, f"Partition {t}-{p} does not exist.")
+        out[(t, p)] = list(info.partitions[p].replicas)
+    return out
+
+
+def generate_assignment(partitions: dict[tuple[str, int], int], brokers: list[int], start: int = 0
+                        ) -> dict[tuple[str, int], list[int]]:
+    """Round-robin replicas over ``brokers`` (Kafka's rack-unaware layout: shifted followers)."""
+    n = len(brokers)
+    out = {}
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (t, p), rf in sorted(partitions.items()):
+        by_topic.setdefault(t, []).append((p, rf))
+    for t, parts in by_topic.items():
+        for p, rf in parts:
+            if rf > n:
+                raise WireError(f"INVALID_REPLICATION_FACTOR: topic {t} has replication factor {rf}, "
+                                f"more than the {n} brokers in --broker-list")
+            first = (start + p) % n
+            shift = 1 + (p // n) % max(1, n - 1)
+            reps = [brokers[first]]
+            for j in range(rf - 1):
+                reps.append(brokers[(first + shift * (j + 1)) % n] if n > 1 else brokers[first])
+            seen: list[int] = []
+            for r in reps:
+                while r in seen:
+                    r = brokers[(brokers.index(r) + 1) % n]
+                seen.append(r)
+            out[(t, p)] = seen
+    return out
+
+
+def run_reassign(args: argparse.Namespace) -> int:
+    action = args.action
+    if action == "generate":
+        if not args.topics_to_move_json_file or not args.broker_list:
+            raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+        spec = read_json_file(args.topics_to_move_json_file, "topics file")
+        try:
+            topics = [e["topic"] for e in spec["topics"]]
+        except (KeyError, TypeError):
+            raise UsageError(f"{args.topics_to_move_json_file}: expected {{\"topics\": [{{\"topic\": ...}}]}}") from None
+        try:
+            brokers = sorted({int(b) for b in args.broker_list.split(",") if b.strip()})
+        except ValueError:
+            raise UsageError(f"invalid --broker-list {args.broker_list!r}") from None
+        with connect(args) as client:
+            info = client.refresh()
+            unknown = [b for b in brokers if b not in info.brokers]
+            if unknown:
+                raise KafkaWireError(8, f"Unknown broker(s) in --broker-list: {','.join(map(str, unknown))}")
+            current: dict[tuple[str, int], list[int]] = {}
+            for t in topics:
+                ti = client.topic(t)
+                for p, pi in ti.partitions.items():
+                    current[(t, p)] = list(pi.replicas)
+        proposed = generate_assignment({tp: len(r) for tp, r in current.items()}, brokers)
+        print("Current partition replica assignment")
+        print(_plan_json(current))
+        print()
+        print("Proposed partition reassignment configuration")
+        print(_plan_json(proposed))
+        return 0
+    if not args.reassignment_json_file:
+        raise UsageError(f"--{action} needs --reassignment-json-file")
+    plan = _read_plan(args.reassignment_json_file)
+    with connect(args) as client:
+        current = _current(client, list(plan))
+        if action == "execute":
+            return _execute(client, args, plan, current)
+        if action == "cancel":
+            results = client.alter_reassignments({tp: None for tp in plan})
+            bad = {tp: r for tp, r in results.items() if r[0] not in (0, 85)}  # 85: NO_REASSIGNMENT_IN_PROGRESS
+            for tp, (c, m) in bad.items():
+                raise KafkaWireError(c, m, f"cancel reassignment of {tp_str(tp)}")
+            print(f"Successfully cancelled partition reassignments for: {', '.join(map(tp_str, sorted(plan)))}")
+            return 0
+        return _verify(client, args, plan, current)
+
+
+def _execute(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str, int], list[int]],
+             current: dict[tuple[str, int], list[int]]) -> int:
+    brokers = set(client.cluster.brokers) if client.cluster else set()
+    unknown = sorted({b for reps in plan.values() for b in reps if b not in brokers})
+    if unknown:
+        raise KafkaWireError(39, f"Unknown broker(s) in the plan: {','.join(map(str, unknown))}")
+    print("Current partition replica assignment")
+    print()
+    print(_plan_json(current))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    if args.throttle is not None and args.throttle >= 0:
+        _set_throttles(client, plan, current, args.throttle)
+    results = client.alter_reassignments(dict(plan))
+    failed = {tp: r for tp, r in results.items() if r[0]}
+    if failed:
+        tp, (c, m) = next(iter(sorted(failed.items())))
+        raise KafkaWireError(c, m, f"reassignment of {tp_str(tp)}")
+    print(f"Successfully started partition reassignments for {','.join(map(tp_str, sorted(plan)))}")
+    return 0
+
+
+def _set_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
+                   current: dict[tuple[str, int], list[int]], rate: int) -> None:
+    moving = {b for tp in plan for b in set(plan[tp]) | set(current[tp])}
+    for b in sorted(moving):
+        client.incremental_alter_configs(RESOURCE_BROKER, str(b), {
+            "leader.replication.throttled.rate": str(rate), "follower.replication.throttled.rate": str(rate)}, [])
+    by_topic: dict[str, tuple[list[str], list[str]]] = {}
+    for (t, p), target in plan.items():
+        leaders, followers = by_topic.setdefault(t, ([], []))
+        leaders += [f"{p}:{b}" for b in current[(t, p)]]
+        followers += [f"{p}:{b}" for b in target if b not in current[(t, p)]]
+    for t, (leaders, followers) in by_topic.items():
+        client.incremental_alter_configs(RESOURCE_TOPIC, t, {
+            "leader.replication.throttled.replicas": ",".join(leaders),
+            "follower.replication.throttled.replicas": ",".join(followers) or ",".join(leaders)}, [])
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _verify(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str, int], list[int]],
+            current: dict[tuple[str, int], list[int]]) -> int:
+    ongoing = client.list_reassignments()
+    print("Status of partition reassignment:")
+    all_done = True
+    for tp, target in sorted(plan.items()):
+        if tp in ongoing:
+            print(f"Reassignment of partition {tp_str(tp)} is still in progress.")
+            all_done = False
+        elif current[tp] == target:
+            print(f"Reassignment of partition {tp_str(tp)} is completed.")
+        else:
+            print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
+                  f"{current[tp]} rather than {target}.")
+            all_done = False
+    if all_done and not args.preserve_throttles:
+        _clear_throttles(client, plan, current)
+    return 0 if all_done else 1
+
+
+def _clear_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
+                     current: dict[tuple[str, int], list[int]]) -> None:
+    names = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+    cleared = False
+    for t in sorted({t for t, _ in plan}):
+        own = {c.name for c in client.describe_configs(RESOURCE_TOPIC, t) if c.config_source == 1}
+        drop = [n for n in names if n in own]
+        if drop:
+            client.incremental_alter_configs(RESOURCE_TOPIC, t, {}, drop)
+            cleared = True
+    rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+    for b in sorted({b for reps in list(plan.values()) + list(current.values()) for b in reps}):
+        own = {c.name for c in client.describe_configs(RESOURCE_BROKER, str(b)) if c.config_source == 2}
+        drop = [n for n in rates if n in own]
+        if drop:
+            client.incremental_alter_configs(RESOURCE_BROKER, str(b), {}, drop)
+            cleared = True
+    if cleared:
+        print("Throttle was removed.")
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def run_delete_records(args: argparse.Namespace) -> int:
+    spec = read_json_file(args.offset_json_file, "offset file")
+    try:
+        offsets = {(e["topic"], int(e["partition"])): int(e["offset"]) for e in spec["partitions"]}
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"{args.offset_json_file}: expected {{\"partitions\": [{{\"topic\", \"partition\", "
+                         f"\"offset\"}}]}}") from None
+    if not offsets:
+        raise UsageError(f"{args.offset_json_file}: no partitions")
+    bad = [tp for tp, o in offsets.items() if o < -1]
+    if bad:
+        raise UsageError(f"invalid offset for {tp_str(bad[0])}: must be -1 (high watermark) or at least 0")
+    with connect(args) as client:
+        _current(client, list(offsets))
+        results = client.delete_records(offsets)
+    failed = {tp: r for tp, r in results.items() if r[0]}
+    if args.output == "json":
+        emit(args, [{"topic": t, "partition": p, "low_watermark": lw, "error": KafkaWireError(c).name if c else None}
+                    for (t, p), (c, lw) in sorted(results.items())])
+    else:
+        print("Records delete operation completed:")
+        for tp, (c, lw) in sorted(results.items()):
+            if c:
+                print(f"partition: {tp_str(tp)}\terror: {KafkaWireError(c).name}")
+            else:
+                print(f"partition: {tp_str(tp)}\tlow_watermark: {lw}")
+    if failed:
+        tp, (c, _) = next(iter(sorted(failed.items())))
+        raise KafkaWireError(c, None, f"delete records of {tp_str(tp)}")
+    return 0

@@ -1,0 +1,336 @@
+"""``kafkette console-producer`` and ``kafkette console-consumer`` (Kafka's console tools' flags)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from typing import Any
+
+from clients.cmd_common import (
+    UsageError,
+    add_connection_args,
+    connect,
+    parse_kv,
+    parse_props_args,
+    truthy,
+    unescape,
+)
+from clients.wire import (
+    COMPRESSION,
+    EARLIEST,
+    LATEST,
+    GroupMember,
+    KafkaWireError,
+    Producer,
+    WireClient,
+    load_properties,
+    next_offset_after,
+    parse_acks,
+    records_of,
+)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("console-producer", help="send lines from stdin or a file as records",
+                       description="Read lines from stdin (or --file) and send each as one record "
+                                   "(kafka-console-producer.sh's flags).")
+    add_connection_args(p, config_flag="--producer.config")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--file", help="read records from this file instead of stdin")
+    p.add_argument("--property", nargs="+", action="extend", metavar="NAME=VALUE",
+                   help="line reader properties: parse.key, key.separator, parse.headers, headers.delimiter, "
+                        "headers.separator, headers.key.separator, null.marker, ignore.error")
+    p.add_argument("--producer-property", nargs="+", action="extend", metavar="NAME=VALUE",
+                   help="producer properties (acks, compression.type, batch.size, linger.ms)")
+    p.add_argument("--request-required-acks", default=None, help="acks: all, -1, 0 or 1 (default all)")
+    p.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
+                   help="none, gzip, snappy, lz4 or zstd (gzip when given without a value)")
+    p.add_argument("--batch-size", type=int, default=None, help="records per request (default 200)")
+    p.add_argument("--sync", action="store_true", help="send every record on its own, synchronously")
+    p.add_argument("--partition", type=int, help="send every record to this partition")
+    p.set_defaults(func=run_producer)
+
+    c = sub.add_parser("console-consumer", help="print records to stdout",
+                       description="Print records to stdout (kafka-console-consumer.sh's flags).")
+    add_connection_args(c, config_flag="--consumer.config")
+    c.add_argument("--topic", required=True)
+    c.add_argument("--group", help="consume as a member of this group (offsets are committed)")
+    c.add_argument("--from-beginning", action="store_true",
+                   help="start at the earliest offset when there is no committed offset")
+    c.add_argument("--partition", type=int, help="consume only this partition")
+    c.add_argument("--offset", default=None, help="with --partition: earliest, latest or an offset")
+    c.add_argument("--max-messages", type=int, help="exit after this many records")
+    c.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
+    c.add_argument("--property", nargs="+", action="extend", metavar="NAME=VALUE",
+                   help="formatter properties: print.key, print.value, print.timestamp, print.headers, "
+                        "print.offset, print.partition, key.separator, line.separator, headers.separator, "
+                        "null.literal")
+    c.add_argument("--consumer-property", nargs="+", action="extend", metavar="NAME=VALUE",
+                   help="consumer properties (client.id, auto.offset.reset, ...)")
+    c.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
+    c.set_defaults(func=run_consumer)
+
+
+# ------------------------------------------------------------------------------------------------
+# Producer
+
+
+def _split_headers(text: str, props: dict[str, str]) -> list[tuple[str, bytes | None]]:
+    sep = unescape(props.get("headers.separator", ","))
+    ksep = unescape(props.get("headers.key.separator", ":"))
+    null = props.get("null.marker")
+    out: list[tuple[str, bytes | None]] = []
+    for h in text.split(sep):
+        if not h:
+            continue
+        if ksep not in h:
+            raise UsageError(f"header {h!r} has no key separator {ksep!r}")
+        k, v = h.split(ksep, 1)
+        out.append((k, None if null is not None and v == null else v.encode()))
+    return out
+
+
+def parse_line(line: str, props: dict[str, str]) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+    """One input line -> (key, value, headers), with the console producer's line reader rules."""
+    headers: list[tuple[str, bytes | None]] = []
+    null = props.get("null.marker")
+    if truthy(props.get("parse.headers")):
+        delim = unescape(props.get("headers.delimiter", "\t"))
+        if delim not in line:
+            raise UsageError(f"no headers delimiter {delim!r} in line {line!r}")
+        htext, line = line.split(delim, 1)
+        if htext != props.get("no.headers", "NO_HEADERS"):
+            headers = _split_headers(htext, props)
+    key: bytes | None = None
+    if truthy(props.get("parse.key")):
+        sep = unescape(props.get("key.separator", "\t"))
+        if sep not in line:
+            raise UsageError(f"no key separator {sep!r} in line {line!r}")
+        k, line = line.split(sep, 1)
+        key = None if null is not None and k == null else k.encode()
+    value = None if null is not None and line == null else line.encode()
+    return key, value, headers
+
+
+def run_producer(args: argparse.Namespace) -> int:
+    props = parse_props_args(args.property)
+    pprops = load_properties(args.command_config)
+    pprops.update(parse_kv(args.producer_property, "producer property"))
+    acks = parse_acks(args.request_required_acks or pprops.get("acks", "all"))
+    compression = args.compression_codec or pprops.get("compression.type", "none")
+    if compression not in COMPRESSION:
+        raise UsageError(f"unknown compression codec {compression!r} (none, gzip, snappy, lz4, zstd)")
+    # A terminal sends each line as it is typed; piped input is sent in batches of --batch-size lines.
+    interactive = not args.file and sys.stdin.isatty()
+    batch = 1 if (args.sync or interactive) else (args.batch_size or 200)
+    if batch < 1:
+        raise UsageError("--batch-size must be at least 1")
+    if args.file:
+        try:
+            source = open(args.file, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise UsageError(f"cannot read {args.file}: {e.strerror}") from None
+    else:
+        source = sys.stdin
+    ignore_errors = truthy(props.get("ignore.error"))
+    with connect(args) as client:
+        info = client.topic(args.topic)
+        if args.partition is not None and args.partition not in info.partitions:
+            raise KafkaWireError(3, f"Partition {args.topic}-{args.partition} does not exist.")
+        producer = Producer(client, acks=acks, compression=compression, batch_size=1 << 30, linger_ms=1 << 30,
+                            request_timeout_ms=int(pprops.get("request.timeout.ms", "30000")))
+        pending = 0
+        try:
+            for raw in source:
+                line = raw[:-1] if raw.endswith("\n") else raw
+                if line.endswith("\r"):
+                    line = line[:-1]
+                try:
+                    key, value, headers = parse_line(line, props)
+                except UsageError:
+                    if ignore_errors:
+                        continue
+                    raise
+                producer.send(args.topic, value, key=key, partition=args.partition, headers=headers)
+                pending += 1
+                if pending >= batch:
+                    producer.flush()
+                    pending = 0
+            producer.flush()
+        finally:
+            if source is not sys.stdin:
+                source.close()
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Consumer
+
+
+class Formatter:
+    """Kafka's DefaultMessageFormatter: [timestamp] [partition] [offset] [headers] [key] value."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self.print_key = truthy(props.get("print.key"))
+        self.print_value = props.get("print.value", "true").lower() != "false"
+        self.print_ts = truthy(props.get("print.timestamp"))
+        self.print_headers = truthy(props.get("print.headers"))
+        self.print_offset = truthy(props.get("print.offset"))
+        self.print_partition = truthy(props.get("print.partition"))
+        self.key_sep = unescape(props.get("key.separator", "\t"))
+        self.line_sep = unescape(props.get("line.separator", "\n"))
+        self.headers_sep = unescape(props.get("headers.separator", ","))
+        self.null = props.get("null.literal", "null")
+
+    def _text(self, b: bytes | None) -> str:
+        return self.null if b is None else b.decode("utf-8", errors="replace")
+
+    def format(self, partition: int, batch: Any, rec: Any) -> str:
+        parts = []
+        if self.print_ts:
+            kind = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
+            parts.append(f"{kind}:{rec.timestamp}")
+        if self.print_partition:
+            parts.append(f"Partition:{partition}")
+        if self.print_offset:
+            parts.append(f"Offset:{rec.offset}")
+        if self.print_headers:
+            parts.append(self.headers_sep.join(f"{k}:{self._text(v)}" for k, v in rec.headers)
+                         if rec.headers else "NO_HEADERS")
+        if self.print_key:
+            parts.append(self._text(rec.key))
+        if self.print_value:
+            parts.append(self._text(rec.value))
+        return self.key_sep.join(parts) + self.line_sep
+
+
+def _start_offsets(client: WireClient, tps: list[tuple[str, int]], committed: dict[tuple[str, int], int],
+                   reset: str) -> dict[tuple[str, int], int]:
+    out = dict((tp, committed[tp]) for tp in tps if tp in committed)
+    missing = [tp for tp in tps if tp not in out]
+    if missing:
+        out.update(client.list_offsets(missing, EARLIEST if reset == "earliest" else LATEST))
+    return out
+
+
+def run_consumer(args: argparse.Namespace) -> int:
+    props = parse_props_args(args.property)
+    cprops = load_properties(args.command_config)
+    cprops.update(parse_kv(args.consumer_property, "consumer property"))
+    if args.offset is not None and args.partition is None:
+        raise UsageError("--offset needs --partition")
+    if args.group and args.partition is not None:
+        raise UsageError("--group cannot be combined with --partition")
+    explicit: int | None = None
+    if args.offset is not None:
+        o = args.offset.strip().lower()
+        if o in ("earliest", "latest"):
+            explicit = EARLIEST if o == "earliest" else LATEST
+        else:
+            try:
+                explicit = int(o)
+            except ValueError:
+                raise UsageError(f"invalid --offset {args.offset!r}: earliest, latest or a number") from None
+            if explicit < 0:
+                raise UsageError(f"invalid --offset {args.offset!r}: must not be negative")
+    if args.max_messages is not None and args.max_messages < 0:
+        raise UsageError("--max-messages must not be negative")
+    reset = "earliest" if args.from_beginning else cprops.get("auto.offset.reset", "latest")
+    fmt = Formatter(props)
+    out = sys.stdout
+    count = 0
+    stop = False
+
+    def on_term(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    with connect(args, client_id=cprops.get("client.id", "console-consumer")) as client:
+        info = client.topic(args.topic)
+        member: GroupMember | None = None
+        if args.group:
+            member = GroupMember(client, args.group, [args.topic],
+                                 session_timeout_ms=int(cprops.get("session.timeout.ms", "10000")))
+            assignment = member.join()
+            tps = [(t, p) for t, ps in assignment.items() for p in ps]
+            positions = _start_offsets(client, tps, client.committed_offsets(args.group, tps) if tps else {}, reset)
+        elif args.partition is not None:
+            if args.partition not in info.partitions:
+                raise KafkaWireError(3, f"Partition {args.topic}-{args.partition} does not exist.")
+            tp = (args.topic, args.partition)
+            if explicit is None:
+                positions = _start_offsets(client, [tp], {}, reset)
+            elif explicit < 0:
+                positions = client.list_offsets([tp], explicit)
+            else:
+                positions = {tp: explicit}
+        else:
+            tps = [(args.topic, p) for p in sorted(info.partitions)]
+            positions = _start_offsets(client, tps, {}, reset)
+        committed_at: dict[tuple[str, int], int] = {}
+        last_commit = time.monotonic()
+        last_record = time.monotonic()
+        try:
+            while not stop:
+                if args.max_messages is not None and count >= args.max_messages:
+                    break
+                if args.timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= args.timeout_ms:
+                    break
+                if member is not None and not member.heartbeat():
+                    _commit(member, positions, committed_at)
+                    assignment = member.join()
+                    tps = [(t, p) for t, ps in assignment.items() for p in ps]
+                    positions = _start_offsets(client, tps, client.committed_offsets(args.group, tps) if tps else {},
+                                               reset)
+                if not positions:
+                    time.sleep(0.2)
+                    continue
+                wait = 500
+                if args.timeout_ms is not None:
+                    wait = max(10, min(wait, args.timeout_ms - int((time.monotonic() - last_record) * 1000)))
+                for tp, code, pd in client.fetch(positions, max_wait_ms=wait):
+                    if code == 1:  # OFFSET_OUT_OF_RANGE: reset per auto.offset.reset
+                        positions[tp] = client.list_offsets([tp], EARLIEST if reset == "earliest" else LATEST)[tp]
+                        continue
+                    if code in (3, 5, 6):
+                        continue
+                    if code:
+                        raise KafkaWireError(code, None, f"fetch {tp[0]}-{tp[1]}")
+                    start = positions[tp]
+                    for batch, rec in records_of(pd.records, start):
+                        if args.max_messages is not None and count >= args.max_messages:
+                            break
+                        out.write(fmt.format(tp[1], batch, rec))
+                        count += 1
+                        positions[tp] = rec.offset + 1
+                        last_record = time.monotonic()
+                    else:
+                        positions[tp] = max(positions[tp], next_offset_after(pd.records, start))
+                out.flush()
+                if member is not None and time.monotonic() - last_commit >= 5.0:
+                    _commit(member, positions, committed_at)
+                    last_commit = time.monotonic()
+        finally:
+            signal.signal(signal.SIGTERM, old)
+            if member is not None:
+                try:
+                    _commit(member, positions, committed_at)
+                finally:
+                    member.leave()
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+def _commit(member: GroupMember, positions: dict[tuple[str, int], int], done: dict[tuple[str, int], int]) -> None:
+    todo = {tp: off for tp, off in positions.items() if done.get(tp) != off}
+    if todo:
+        try:
+            member.commit(todo)
+        except KafkaWireError as e:
+            if e.code in (22, 25, 27):  # the group moved on; the next owner starts from the last commit
+                return
+            raise
+        done.update(todo)

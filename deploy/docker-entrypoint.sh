@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Container entrypoint of a kafkette broker.
+#
+# Builds server.properties from the environment, the convention of Kafka's container images:
+# every KAFKA_<NAME> variable becomes a broker config by lower-casing NAME and turning '_' into '.',
+# '__' into '_' and '___' into '-':
+#   KAFKA_BROKER_ID=1                          -> broker.id=1
+#   KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181     -> zookeeper.connect=zookeeper:2181
+#   KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=...   -> listener.security.protocol.map=...
+# Variables that configure the JVM in Kafka's images (KAFKA_OPTS, KAFKA_HEAP_OPTS, ...) are skipped.
+# A base file ($KAFKETTE_BASE_CONFIG, default /etc/kafkette/server.properties if present) is copied
+# first; environment values are appended after it, so they win.
+#
+#   docker-entrypoint.sh                 write the file, then run the broker (exec)
+#   docker-entrypoint.sh --print-config  write the file to stdout and exit
+#   docker-entrypoint.sh CMD ...         run CMD instead (e.g. kafkette topics --list)
+set -euo pipefail
+
+CONFIG_OUT="${KAFKETTE_CONFIG:-/var/lib/kafkette/server.properties}"
+BASE_CONFIG="${KAFKETTE_BASE_CONFIG:-/etc/kafkette/server.properties}"
+
+skip_var() {
+  case "$1" in
+    KAFKA_OPTS|KAFKA_HEAP_OPTS|KAFKA_JVM_PERFORMANCE_OPTS|KAFKA_LOG4J_OPTS|KAFKA_JMX_OPTS|KAFKA_GC_LOG_OPTS|KAFKA_VERSION|KAFKA_HOME|KAFKA_DEBUG)
+      return 0 ;;
+  esac
+  return 1
+}
+
+env_to_name() {
+  # KAFKA_A_B__C___D -> a.b_c-d
+  local n="${1#KAFKA_}"
+  n="${n,,}"
+  n="${n//___/-}"
+  n="${n//__/@}"
+  n="${n//_/.}"
+  n="${n//@/_}"
+  printf '%s' "$n"
+}
+
+render_config() {
+  if [[ -f "$BASE_CONFIG" ]]; then
+    cat "$BASE_CONFIG"
+    echo
+  fi
+  echo "# from the environment ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+  local var
+  while IFS= read -r var; do
+    skip_var "$var" && continue
+    printf '%s=%s\n' "$(env_to_name "$var")" "${!var}"
+  done < <(compgen -e | grep '^KAFKA_' | sort)
+}
+
+if [[ "${1:-}" == "--print-config" ]]; then
+  render_config
+  exit 0
+fi
+
+if [[ $# -gt 0 ]]; then
+  exec "$@"
+fi
+
+if [[ -z "${KAFKA_ZOOKEEPER_CONNECT:-}" ]] && ! grep -qs '^zookeeper.connect=' "$BASE_CONFIG"; then
+  echo "docker-entrypoint: KAFKA_ZOOKEEPER_CONNECT is not set (kafkette runs in ZooKeeper mode)" >&2
+  exit 2
+fi
+mkdir -p "$(dirname "$CONFIG_OUT")"
+render_config > "$CONFIG_OUT"
+echo "docker-entrypoint: wrote $CONFIG_OUT" >&2
+exec kafkette broker start --config "$CONFIG_OUT"

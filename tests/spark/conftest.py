@@ -1,0 +1,45 @@
+"""Fixtures of the Spark pipeline tests: the install step and a shared 3-broker cluster."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Few partitions for the internal topics: quicker startup on a busy machine.
+OVERRIDES = {"offsets.topic.num.partitions": "5", "transaction.state.log.num.partitions": "5"}
+
+
+@pytest.fixture(scope="session")
+def spark_jars() -> Path:
+    """PySpark in the venv and the connector jars in .cache/spark-jars (deploy/spark/install.sh)."""
+    if shutil.which("java") is None:
+        pytest.skip("no java: deploy/install-sysdeps.sh installs a JDK")
+    if shutil.which("mvn") is None and not any((Path(__file__).resolve().parents[2] / ".cache" / "spark-jars").glob("*/.complete")):
+        pytest.skip("no mvn to resolve the Spark Kafka connector from Maven Central")
+    from clients.pipeline import submit
+
+    return submit.install()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[object]:
+    from clients.devcluster import LocalCluster
+
+    cluster = LocalCluster(3, overrides=OVERRIDES)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.__exit__(None, None, None)
+
+
+@pytest.fixture
+def cluster3(spark_cluster: object, request: pytest.FixtureRequest) -> object:
+    """The shared cluster (tests that restart brokers make their own); its broker logs are attached to the report of a failing test."""
+    clusters = getattr(request.node, "_local_clusters", [])
+    clusters.append(spark_cluster)
+    request.node._local_clusters = clusters  # type: ignore[attr-defined]
+    return spark_cluster
