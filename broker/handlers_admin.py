@@ -434,6 +434,11 @@ class AdminHandlers:
             return ErrorCode.NONE, None
         if resource_type == RESOURCE_BROKER:
             entity = name or "<default>"
+            for k in clean:
+                d = REGISTRY.get(k)
+                if d is None or not d.broker:
+                    # Kafka refuses dynamic broker configs it does not know ("Unknown Dynamic Configuration").
+                    return ErrorCode.INVALID_CONFIG, f"Unknown broker config: {k}"
             try:
                 if entity == "<default>":
                     self.broker.config.with_dynamic(dynamic_default=clean)
