@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.exceptions import ProtocolError
+from protocol.varint import decode_unsigned_varint, encode_unsigned_varint
 
 # ---------------------------------------------------------------------------------------------
 # Schema loading
@@ -268,47 +269,14 @@ _u = struct.unpack_from
 _S_I32 = struct.Struct(">i")
 
 
-def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
-    """Unsigned LEB128 varint as used by flexible versions (at most 5 bytes for a 32-bit value)."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        if shift > 28:
-            raise ProtocolError("unsigned varint longer than 5 bytes")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result > 0xFFFFFFFF:
-                raise ProtocolError("unsigned varint exceeds 32 bits")
-            return result, pos
-        shift += 7
+# Compact lengths and tagged fields use unsigned varints; protocol/varint.py has the one decoder and
+# encoder (Java's semantics: at most 5 bytes, high bits of the 5th dropped as ByteUtils does).
+read_uvarint = decode_unsigned_varint
+uvarint_bytes = encode_unsigned_varint
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
-    if value < 0x80:
-        if value < 0:
-            raise ValueError("unsigned varint cannot be negative")
-        out.append(value)
-    elif value < 0x4000:
-        out += bytes(((value & 0x7F) | 0x80, value >> 7))
-    elif value < 0x200000:
-        out += bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-    else:
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-
-
-def uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    write_uvarint(out, value)
-    return bytes(out)
+    out += encode_unsigned_varint(value)
 
 
 @dataclass(frozen=True, slots=True)

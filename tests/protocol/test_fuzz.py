@@ -377,10 +377,12 @@ def test_overlong_varints_in_compact_fields() -> None:
         decode_request(good[:11] + b"\xff\xff\xff\xff\xff\xff\x01" + good[12:])
     with pytest.raises(ProtocolError):
         mt.decode(b"\x01\x00\x00" + b"\xff" * 6, 12)
-    # a 5-byte varint above 32 bits
-    with pytest.raises(ProtocolError):
-        read_uvarint(b"\xff\xff\xff\xff\x1f", 0)
+    # a 5-byte varint above 32 bits keeps its low 32 bits, as Kafka's ByteUtils.readUnsignedVarint;
+    # a 6th byte is an error
+    assert read_uvarint(b"\xff\xff\xff\xff\x1f", 0) == (0xFFFFFFFF, 5)
     assert read_uvarint(b"\xff\xff\xff\xff\x0f", 0) == (0xFFFFFFFF, 5)
+    with pytest.raises(ProtocolError):
+        read_uvarint(b"\xff\xff\xff\xff\xff\x01", 0)
 
 
 def test_invalid_utf8_strings() -> None:
