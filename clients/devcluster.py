@@ -204,16 +204,21 @@ class LocalCluster:
             b = BrokerProcess(i, port, connect, self.base_dir, overrides=self.overrides, metrics_port=metrics_port)
             b.cluster_size = self.n
             self.brokers.append(b)
-        for b in self.brokers:
-            b.start(wait=False)
-        for b in self.brokers:
-            assert b.process is not None
-            try:
-                wait_for_port(b.host, b.port, 60.0, b.process)
-                wait_for_cluster_metadata(b.host, b.port, self.n, 60.0, b.process)
-            except (RuntimeError, TimeoutError) as e:
-                raise RuntimeError(f"broker {b.broker_id}: {e}; the end of {b.log_path}:\n"
-                                   f"{b.log_text()[-3000:]}") from None
+        try:
+            for b in self.brokers:
+                b.start(wait=False)
+            for b in self.brokers:
+                assert b.process is not None
+                try:
+                    wait_for_port(b.host, b.port, 60.0, b.process)
+                    wait_for_cluster_metadata(b.host, b.port, self.n, 60.0, b.process)
+                except (RuntimeError, TimeoutError) as e:
+                    raise RuntimeError(f"broker {b.broker_id}: {e}; the end of {b.log_path}:\n"
+                                       f"{b.log_text()[-3000:]}") from None
+        except BaseException:
+            # A failed start must not leave ZooKeeper or the brokers that did start running.
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:

@@ -21,23 +21,33 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-HEADER = struct.Struct(">qiiBIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
-CRC_START = 21
-MAGIC_V2 = 2
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+
+# The v2 batch layout is defined once, in protocol/records.py; storage reads headers with positions.
+HEADER = struct.Struct(">qiiBIhiqqqhii")  # the 61 header bytes in one unpack (magic unsigned here)
+HEADER_SIZE = BATCH_HEADER_SIZE
+CRC_START = ATTRIBUTES_OFFSET
+MAGIC_V2 = MAGIC
 OFFSET_FIELD = struct.Struct(">q")
 EPOCH_FIELD = struct.Struct(">i")
-EPOCH_OFFSET = 12
+EPOCH_OFFSET = PARTITION_LEADER_EPOCH_OFFSET
 LENGTH_FIELD = struct.Struct(">qi")
 
-TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-TIMESTAMP_TYPE_FLAG = 0x08
-COMPRESSION_MASK = 0x07
-NO_PRODUCER_ID = -1
-NO_TIMESTAMP = -1
+TRANSACTIONAL_FLAG = TRANSACTIONAL_FLAG_MASK
+CONTROL_FLAG = CONTROL_FLAG_MASK
+TIMESTAMP_TYPE_FLAG = TIMESTAMP_TYPE_MASK
+COMPRESSION_MASK = COMPRESSION_CODEC_MASK
 
 
 class BatchHeader(NamedTuple):

@@ -22,7 +22,7 @@ def zookeeper_server() -> Iterator[object]:
         server = ZooKeeperServer()
         server.start()
     except (RuntimeError, OSError, TimeoutError) as e:
-        pytest.skip(f"cannot start ZooKeeper: {e}")
+        pytest.fail(f"cannot start ZooKeeper (deploy/install-sysdeps.sh installs it): {e}")
     try:
         yield server
     finally:

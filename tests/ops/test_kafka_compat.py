@@ -28,7 +28,7 @@ def apache_kafka() -> Iterator[Any]:
         broker.start()
     except Exception as e:  # pragma: no cover - no Java or no jars
         broker.stop()
-        pytest.skip(f"cannot start Apache Kafka: {e}")
+        pytest.fail(f"cannot start Apache Kafka: {e}")
     try:
         yield broker
     finally:

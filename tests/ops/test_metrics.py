@@ -29,7 +29,7 @@ def cluster() -> Iterator[object]:
         c.start()
     except Exception as e:  # pragma: no cover - environment problem
         c.__exit__(None, None, None)
-        pytest.skip(f"cannot start a local cluster: {e}")
+        pytest.fail(f"cannot start a local cluster: {e}")
     try:
         yield c
     finally:

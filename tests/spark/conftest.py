@@ -16,9 +16,9 @@ OVERRIDES = {"offsets.topic.num.partitions": "5", "transaction.state.log.num.par
 def spark_jars() -> Path:
     """PySpark in the venv and the connector jars in .cache/spark-jars (deploy/spark/install.sh)."""
     if shutil.which("java") is None:
-        pytest.skip("no java: deploy/install-sysdeps.sh installs a JDK")
+        pytest.fail("no java: deploy/install-sysdeps.sh installs a JDK")
     if shutil.which("mvn") is None and not any((Path(__file__).resolve().parents[2] / ".cache" / "spark-jars").glob("*/.complete")):
-        pytest.skip("no mvn to resolve the Spark Kafka connector from Maven Central")
+        pytest.fail("no mvn to resolve the Spark Kafka connector from Maven Central (deploy/install-sysdeps.sh installs it)")
     from clients.pipeline import submit
 
     return submit.install()
