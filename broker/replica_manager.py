@@ -308,7 +308,7 @@ class ReplicaManager:
             parts = []
             for fp in topic.partitions:
                 pd = _FETCH.PartitionData(partition_index=fp.partition, high_watermark=-1, last_stable_offset=-1,
-                                          log_start_offset=-1, records=None)
+                                          log_start_offset=-1, records=b"")
                 parts.append(pd)
                 if name is None:
                     pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -317,8 +317,6 @@ class TransactionCoordinator:
         self._marker_tasks: dict[str, asyncio.Task[Any]] = {}
         self._periodic: list[asyncio.Task[Any]] = []
         self.active = False
-        #: test hook: called with (transactional_id, result) before markers are sent
-        self.before_markers: Callable[[str, bool], Awaitable[None]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -687,8 +685,6 @@ class TransactionCoordinator:
     async def _complete_transaction(self, transactional_id: str, coordinator_epoch: int, commit: bool,
                                     meta: TxnMetadata, complete: TxnTransit) -> None:
         """Write the markers to every partition of the transaction, then CompleteCommit/CompleteAbort."""
-        if self.before_markers is not None:
-            await self.before_markers(transactional_id, commit)
         pid, epoch = meta.producer_id, meta.producer_epoch
         backoff = self.config.retry_backoff_s
         while meta.partitions:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import glob
 import hashlib
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,10 +25,6 @@ ARTIFACTS = [
     "org.xerial.snappy:snappy-java:1.1.10.5",
     "com.github.luben:zstd-jni:1.5.6-4",
 ]
-
-
-def available() -> bool:
-    return all(shutil.which(t) for t in ("java", "javac", "mvn"))
 
 
 def classpath() -> str:

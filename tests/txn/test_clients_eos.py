@@ -7,8 +7,6 @@ the group's offsets (committed only inside transactions) reach the end of the in
 
 from __future__ import annotations
 
-import pytest
-
 from tests.integration.helpers import unique
 from tests.txn import java_clients
 from tests.txn.ctp import check_exactly_once, create_topic, kafka_python_loop, read_all, seed
@@ -40,7 +38,6 @@ def test_confluent_kafka_consume_transform_produce(cluster3: object) -> None:
     check_exactly_once(bs, src, dst, group, inputs, out.aborted)
 
 
-@pytest.mark.skipif(not java_clients.available(), reason="needs a JDK and Maven")
 def test_java_client_consume_transform_produce(cluster3: object) -> None:
     bs = cluster3.bootstrap  # type: ignore[attr-defined]
     src, dst, group = unique("jv-in"), unique("jv-out"), unique("jv-g")
@@ -54,7 +51,6 @@ def test_java_client_consume_transform_produce(cluster3: object) -> None:
     check_exactly_once(bs, src, dst, group, inputs, aborted)
 
 
-@pytest.mark.skipif(not java_clients.available(), reason="needs a JDK and Maven")
 def test_java_client_is_fenced_by_a_newer_producer(cluster3: object) -> None:
     bs = cluster3.bootstrap  # type: ignore[attr-defined]
     dst = unique("jv-fence")

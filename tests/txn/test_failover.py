@@ -39,7 +39,7 @@ def leader_of(bootstrap: str, topic: str, partition: int) -> int:
     c = KafkaConsumer(bootstrap_servers=bootstrap)
     try:
         c.topics()
-        return c._client.cluster.leader_for_partition(_tp(topic, partition))  # noqa: SLF001
+        return c._client.cluster.leader_for_partition(_tp(topic, partition))
     finally:
         c.close()
 
@@ -93,3 +93,36 @@ def test_sigkill_partition_leader_mid_transaction(cluster_factory: Any) -> None:
         return others[0] if others else leaders[0]
 
     run_with_kill(cluster, victim)
+
+
+def test_sigkill_coordinator_right_after_end_txn(cluster_factory: Any) -> None:
+    """EndTxn(commit) answered, then the coordinator dies while it writes markers: the new one finishes."""
+    from tests.txn.test_txn_protocol import Txn, offsets
+
+    cluster = cluster_factory(3, overrides=FAILOVER_OVERRIDES)
+    bs = cluster.bootstrap
+    topic = unique("fo-raw")
+    create_topic(bs, topic, partitions=3)
+    t = Txn(bs, unique("fo-raw-txn"))
+    try:
+        t.init()
+        assert t.add(topic, [0, 1, 2]) == 0
+        for p in range(3):
+            assert t.produce(topic, p, [b"p%d-a" % p, b"p%d-b" % p]).error_code == 0
+        assert t.end(commit=True) == 0
+        cluster.brokers[t.coordinator_id].kill()
+    finally:
+        t.close()
+    live = ",".join(b.bootstrap for i, b in enumerate(cluster.brokers) if i != t.coordinator_id)
+    # Every partition gets its commit marker (from the old coordinator or the new one): LSO = HW = 3.
+    for p in range(3):
+        wait_until(lambda p=p: offsets(live, topic, p) == (3, 3), 90, f"the commit marker on {topic}-{p}")
+    from tests.txn.ctp import read_all
+
+    assert sorted(read_all(live, topic, "read_committed")) == sorted(
+        b"p%d-%s" % (p, s) for p in range(3) for s in (b"a", b"b"))
+    t2 = Txn(live, t.txn_id)
+    try:
+        wait_until(lambda: t2.describe().transaction_state == "CompleteCommit", 90, "CompleteCommit")
+    finally:
+        t2.close()

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from broker.txn_coordinator import TransactionCoordinator, TxnCoordinatorConfig, TxnMetadata, TxnStateError
-from broker.txn_log_format import TxnLogValue, TxnState, decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value
+from broker.txn_log_format import (
+    TxnLogValue,
+    TxnState,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
 from protocol.errors import ErrorCode as E
 
 TP = tuple[str, int]

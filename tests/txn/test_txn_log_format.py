@@ -7,7 +7,6 @@ against the Kafka jars and also lets Kafka's ``TransactionLog.readTxnRecordValue
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -111,7 +110,6 @@ def test_state_names_are_kafkas() -> None:
     assert TxnState.from_name("Nope") is None
 
 
-@pytest.mark.skipif(shutil.which("javac") is None or shutil.which("mvn") is None, reason="needs a JDK and Maven")
 def test_against_kafka() -> None:
     from tests import kafka_dist
 

@@ -14,7 +14,7 @@ from typing import Any
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode as E
 from protocol.messages import request_type
-from protocol.records import NewRecord, build_batch, build_control_batch
+from protocol.records import NewRecord, build_batch
 from tests.integration.helpers import RawClient, unique, wait_until
 from tests.txn.ctp import create_topic, kafka_python_loop, read_all, seed
 
@@ -209,6 +209,8 @@ def test_write_txn_markers_fencing(cluster3: object) -> None:
     t = Txn(bs, unique("raw-wtm-txn"))
     try:
         t.init()
+        t.init()  # epoch 1, so that epoch 0 is a stale one
+        assert t.epoch == 1
         assert t.add(topic, [0]) == 0
         assert t.produce(topic, 0, [b"m"]).error_code == 0
         assert t.end(commit=True) == 0
@@ -224,12 +226,11 @@ def test_write_txn_markers_fencing(cluster3: object) -> None:
                     coordinator_epoch=coordinator_epoch)])
             return r.markers[0].topics[0].partitions[0].error_code
 
-        assert marker(t.epoch - 1 if t.epoch > 0 else -2, 10_000) in (E.INVALID_PRODUCER_EPOCH, E.INVALID_RECORD,
-                                                                      E.CORRUPT_MESSAGE)
-        assert marker(t.epoch, -1) == E.TRANSACTION_COORDINATOR_FENCED
+        assert marker(0, 10_000) == E.INVALID_PRODUCER_EPOCH
+        assert marker(1, -1) == E.TRANSACTION_COORDINATOR_FENCED
+        assert offsets(bs, topic, 0) == (2, 2), "refused markers are not written"
     finally:
         t.close()
-    assert build_control_batch  # the marker format itself is covered in tests/protocol
 
 
 def test_open_transaction_is_aborted_after_its_timeout(cluster3: object) -> None:
