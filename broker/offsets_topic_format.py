@@ -3,6 +3,9 @@
 Every record key and value starts with an int16 schema version, followed by the fields of that
 version of the schema:
 
+The layouts are in ``protocol/schemas/`` (OffsetCommitKey, GroupMetadataKey, OffsetCommitValue,
+GroupMetadataValue) and encoded by the schema compiler:
+
 * key version 0 or 1: an offset commit, ``(group: string, topic: string, partition: int32)``;
 * key version 2: group metadata, ``(group: string)``;
 * offset commit value versions 0-4: ``offset: int64``, ``leader_epoch: int32`` (v3+),
@@ -30,6 +33,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.exceptions import ProtocolError
+from protocol.schema import MessageType, decode_versioned, encode_versioned, message_type, record_version
 
 __all__ = [
     "GROUP_METADATA_KEY_VERSION",
@@ -55,12 +62,7 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
-_FLEXIBLE_VALUE_VERSION = 4  # first flexible version of both value schemas
 _MAX_VALUE_VERSION = 4
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 
 class OffsetsFormatError(ValueError):
@@ -147,135 +149,26 @@ class GroupMetadataValue:
 
 
 # ------------------------------------------------------------------------------------------------
-# Low-level writer and reader
+# The records, encoded by the schema compiler (protocol/schemas/*.json)
 
-
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-class _Writer:
-    __slots__ = ("flexible", "out")
-
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.out = bytearray(_I16.pack(version))
-        self.flexible = flexible
-
-    def i32(self, v: int) -> None:
-        self.out += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.out += _I64.pack(v)
-
-    def string(self, s: str | None, nullable: bool = False) -> None:
-        if s is None:
-            if not nullable:
-                raise ValueError("a non-nullable string field is None")
-            if self.flexible:
-                self.out.append(0)
-            else:
-                self.out += b"\xff\xff"
-            return
-        data = s.encode("utf-8")
-        if self.flexible:
-            _uvarint(self.out, len(data) + 1)
-        else:
-            if len(data) > 0x7FFF:
-                raise ValueError(f"string of {len(data)} bytes is longer than 32767")
-            self.out += _I16.pack(len(data))
-        self.out += data
-
-    def bytes_(self, b: bytes) -> None:
-        if self.flexible:
-            _uvarint(self.out, len(b) + 1)
-        else:
-            self.out += _I32.pack(len(b))
-        self.out += b
-
-    def array_len(self, n: int) -> None:
-        if self.flexible:
-            _uvarint(self.out, n + 1)
-        else:
-            self.out += _I32.pack(n)
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self.out.append(0)  # we write no tagged fields
-
-
-class _Reader:
-    __slots__ = ("buf", "flexible", "pos")
-
-    def __init__(self, buf: bytes | bytearray | memoryview, pos: int, flexible: bool) -> None:
-        self.buf = memoryview(buf)
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, n: int) -> memoryview:
-        end = self.pos + n
-        if n < 0 or end > len(self.buf):
-            raise OffsetsFormatError("record runs past its end")
-        v = self.buf[self.pos:end]
-        self.pos = end
-        return v
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if shift > 28:
-                raise OffsetsFormatError("unsigned varint longer than 5 bytes")
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result
-            shift += 7
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else _I16.unpack(self._take(2))[0]
-        if n < 0:
-            if not nullable:
-                raise OffsetsFormatError("non-nullable string is null")
-            return None
-        try:
-            return str(self._take(n), "utf-8")
-        except UnicodeDecodeError as e:
-            raise OffsetsFormatError(f"string is not UTF-8: {e}") from None
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise OffsetsFormatError("non-nullable bytes field is null")
-        return bytes(self._take(n))
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise OffsetsFormatError("non-nullable array is null")
-        if n > len(self.buf) - self.pos:
-            raise OffsetsFormatError(f"array of {n} elements cannot fit in the record")
-        return n
-
-    def skip_tagged_fields(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+_OFFSET_KEY = message_type("OffsetCommitKey")
+_GROUP_KEY = message_type("GroupMetadataKey")
+_OFFSET_VALUE = message_type("OffsetCommitValue")
+_GROUP_VALUE = message_type("GroupMetadataValue")
 
 
 def _version(buf: bytes | bytearray | memoryview) -> int:
-    if len(buf) < 2:
-        raise OffsetsFormatError("record shorter than its version prefix")
-    return _I16.unpack_from(buf, 0)[0]
+    try:
+        return record_version(buf)
+    except ProtocolError as e:
+        raise OffsetsFormatError(str(e)) from None
+
+
+def _decode(mt: MessageType, buf: bytes | bytearray | memoryview, version: int) -> Any:
+    try:
+        return decode_versioned(mt, buf, version)[1]
+    except ProtocolError as e:
+        raise OffsetsFormatError(f"malformed {mt.name} v{version}: {e}") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -286,29 +179,20 @@ def encode_offset_commit_key(group: str, topic: str, partition: int,
                              version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"offset commit keys have versions 0 and 1, not {version}")
-    w = _Writer(version, flexible=False)
-    w.string(group)
-    w.string(topic)
-    w.i32(partition)
-    return bytes(w.out)
+    return encode_versioned(_OFFSET_KEY, _OFFSET_KEY(group=group, topic=topic, partition=partition), version)
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    w = _Writer(GROUP_METADATA_KEY_VERSION, flexible=False)
-    w.string(group)
-    return bytes(w.out)
+    return encode_versioned(_GROUP_KEY, _GROUP_KEY(group=group), GROUP_METADATA_KEY_VERSION)
 
 
 def decode_key(buf: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
     version = _version(buf)
-    r = _Reader(buf, 2, flexible=False)
     if version in (0, 1):
-        group, topic = r.string(), r.string()
-        partition = r.i32()
-        return OffsetCommitKey(group, topic, partition)  # type: ignore[arg-type]
+        k = _decode(_OFFSET_KEY, buf, version)
+        return OffsetCommitKey(k.group, k.topic, k.partition)
     if version == GROUP_METADATA_KEY_VERSION:
-        group = r.string()
-        return GroupMetadataKey(group)  # type: ignore[arg-type]
+        return GroupMetadataKey(_decode(_GROUP_KEY, buf, version).group)
     return UnknownKey(version)
 
 
@@ -326,16 +210,9 @@ def encode_offset_commit_value(value: OffsetCommitValue, version: int | None = N
         version = offset_commit_value_version(value)
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise ValueError(f"offset commit values have versions 0-4, not {version}")
-    w = _Writer(version, flexible=version >= _FLEXIBLE_VALUE_VERSION)
-    w.i64(value.offset)
-    if version >= 3:
-        w.i32(value.leader_epoch)
-    w.string(value.metadata)
-    w.i64(value.commit_timestamp)
-    if version == 1:
-        w.i64(value.expire_timestamp)
-    w.tagged_fields()
-    return bytes(w.out)
+    msg = _OFFSET_VALUE(offset=value.offset, leader_epoch=value.leader_epoch, metadata=value.metadata,
+                        commit_timestamp=value.commit_timestamp, expire_timestamp=value.expire_timestamp)
+    return encode_versioned(_OFFSET_VALUE, msg, version)
 
 
 def decode_offset_commit_value(buf: bytes | bytearray | memoryview | None) -> OffsetCommitValue | None:
@@ -345,14 +222,8 @@ def decode_offset_commit_value(buf: bytes | bytearray | memoryview | None) -> Of
     version = _version(buf)
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise OffsetsFormatError(f"unknown offset commit value version {version}")
-    r = _Reader(buf, 2, flexible=version >= _FLEXIBLE_VALUE_VERSION)
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.string()
-    commit_timestamp = r.i64()
-    expire_timestamp = r.i64() if version == 1 else -1
-    r.skip_tagged_fields()
-    return OffsetCommitValue(offset, metadata, commit_timestamp, leader_epoch, expire_timestamp)  # type: ignore[arg-type]
+    v = _decode(_OFFSET_VALUE, buf, version)
+    return OffsetCommitValue(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -362,28 +233,13 @@ def decode_offset_commit_value(buf: bytes | bytearray | memoryview | None) -> Of
 def encode_group_metadata_value(value: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise ValueError(f"group metadata values have versions 0-4, not {version}")
-    w = _Writer(version, flexible=version >= _FLEXIBLE_VALUE_VERSION)
-    w.string(value.protocol_type)
-    w.i32(value.generation)
-    w.string(value.protocol, nullable=True)
-    w.string(value.leader, nullable=True)
-    if version >= 2:
-        w.i64(value.current_state_timestamp)
-    w.array_len(len(value.members))
-    for m in value.members:
-        w.string(m.member_id)
-        if version >= 3:
-            w.string(m.group_instance_id, nullable=True)
-        w.string(m.client_id)
-        w.string(m.client_host)
-        if version >= 1:
-            w.i32(m.rebalance_timeout)
-        w.i32(m.session_timeout)
-        w.bytes_(m.subscription)
-        w.bytes_(m.assignment)
-        w.tagged_fields()
-    w.tagged_fields()
-    return bytes(w.out)
+    members = [_GROUP_VALUE.MemberMetadata(  # type: ignore[attr-defined]
+        member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+        client_host=m.client_host, rebalance_timeout=m.rebalance_timeout, session_timeout=m.session_timeout,
+        subscription=m.subscription, assignment=m.assignment) for m in value.members]
+    msg = _GROUP_VALUE(protocol_type=value.protocol_type, generation=value.generation, protocol=value.protocol,
+                       leader=value.leader, current_state_timestamp=value.current_state_timestamp, members=members)
+    return encode_versioned(_GROUP_VALUE, msg, version)
 
 
 def decode_group_metadata_value(buf: bytes | bytearray | memoryview | None) -> GroupMetadataValue | None:
@@ -393,27 +249,9 @@ def decode_group_metadata_value(buf: bytes | bytearray | memoryview | None) -> G
     version = _version(buf)
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise OffsetsFormatError(f"unknown group metadata value version {version}")
-    r = _Reader(buf, 2, flexible=version >= _FLEXIBLE_VALUE_VERSION)
-    protocol_type = r.string()
-    generation = r.i32()
-    protocol = r.string(nullable=True)
-    leader = r.string(nullable=True)
-    current_state_timestamp = r.i64() if version >= 2 else -1
-    members = []
-    for _ in range(r.array_len()):
-        member_id = r.string()
-        instance_id = r.string(nullable=True) if version >= 3 else None
-        client_id = r.string()
-        client_host = r.string()
-        rebalance_timeout = r.i32() if version >= 1 else -1
-        session_timeout = r.i32()
-        subscription = r.bytes_()
-        assignment = r.bytes_()
-        r.skip_tagged_fields()
-        members.append(MemberMetadataValue(
-            member_id=member_id, client_id=client_id, client_host=client_host,  # type: ignore[arg-type]
-            session_timeout=session_timeout, subscription=subscription, assignment=assignment,
-            rebalance_timeout=rebalance_timeout, group_instance_id=instance_id))
-    r.skip_tagged_fields()
-    return GroupMetadataValue(protocol_type, generation, protocol, leader,  # type: ignore[arg-type]
-                              current_state_timestamp, members)
+    v = _decode(_GROUP_VALUE, buf, version)
+    members = [MemberMetadataValue(
+        member_id=m.member_id, client_id=m.client_id, client_host=m.client_host, session_timeout=m.session_timeout,
+        subscription=m.subscription, assignment=m.assignment, rebalance_timeout=m.rebalance_timeout,
+        group_instance_id=m.group_instance_id) for m in v.members]
+    return GroupMetadataValue(v.protocol_type, v.generation, v.protocol, v.leader, v.current_state_timestamp, members)

@@ -887,3 +887,30 @@ def iter_struct_specs(spec: StructSpec) -> Iterator[StructSpec]:
         sub = f.struct or (f.item.struct if f.item else None)
         if sub is not None and sub is not spec:
             yield from iter_struct_specs(sub)
+
+
+# ---------------------------------------------------------------------------------------------
+# Version-prefixed records (the keys and values of __consumer_offsets and __transaction_state)
+
+
+def encode_versioned(mt: MessageType, msg: Struct, version: int) -> bytes:
+    """An int16 version followed by ``msg`` encoded at that version."""
+    return struct.pack(">h", version) + mt.encode(msg, version)
+
+
+def record_version(buf: Any) -> int:
+    if len(buf) < 2:
+        raise ProtocolError("record shorter than its version prefix")
+    return struct.unpack_from(">h", buf, 0)[0]
+
+
+def decode_versioned(mt: MessageType, buf: Any, version: int | None = None) -> tuple[int, Struct]:
+    """(version, message) of a version-prefixed record. Bytes after the last field are ignored, as
+    Kafka's readers ignore them (newer writers may append fields)."""
+    if version is None:
+        version = record_version(buf)
+    lo, hi = mt.valid_versions
+    if not lo <= version <= hi:
+        raise ProtocolError(f"unknown {mt.name} version {version}")
+    msg, _ = mt.decode(memoryview(buf), version, 2, exact=False)
+    return version, msg
