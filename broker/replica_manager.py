@@ -156,7 +156,9 @@ class ReplicaManager:
                 resp.base_offset = info.first_offset
                 resp.log_append_time_ms = info.log_append_time_ms
                 resp.log_start_offset = info.log_start_offset
-                if acks == -1 and not info.duplicate:
+                if acks == -1:
+                    # A retried batch found in the log (duplicate sequence) is acknowledged like the
+                    # original: only once it is committed. Its first copy may still be waiting for the ISR.
                     pending[tp] = (p, info.last_offset + 1)
         if pending:
             await self._await_acks(pending, results, timeout_s)

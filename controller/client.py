@@ -71,7 +71,11 @@ class InterBrokerClient:
             loop.call_soon_threadsafe(self._invalidate)
 
     def _invalidate(self) -> None:
+        # The controller moved (or its session ended): drop the connection too, so a request waiting on
+        # a controller that will never answer (frozen, partitioned) is sent again to the new one now
+        # rather than after its full timeout.
         self._controller = None
+        self._disconnect()
 
     async def _refresh_controller(self) -> tuple[int, EndPoint] | None:
         assert self.loop is not None

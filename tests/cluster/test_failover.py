@@ -129,27 +129,36 @@ def test_rolling_bounce(cluster3: Callable[..., Any], how: str) -> None:
 @pytest.mark.slow
 def test_follower_frozen_leaves_and_rejoins_isr(cluster3: Callable[..., Any]) -> None:
     """SIGSTOP a follower: after replica.lag.time.max.ms the leader shrinks the ISR (producing goes on
-    with min.insync.replicas=2); SIGCONT: it catches up and rejoins the ISR."""
-    cluster, admin, topic = _setup(cluster3)
+    with min.insync.replicas=2); SIGCONT: it catches up and rejoins the ISR. The ZooKeeper session
+    timeout is raised to 20 s here so that it is the leader's lag check, not the session expiry, that
+    takes the follower out (the ISR is read from ZooKeeper: the frozen broker answers no metadata)."""
+    cluster, admin, topic = _setup(cluster3, zookeeper_session_timeout_ms="20000")
+    zk = ZkView(cluster)
     w = Workload(cluster.bootstrap, topic, PARTITIONS).start()
     try:
-        d = admin.describe(topic)[0]
-        follower = next(r for r in d["replicas"] if r != d["leader"])
-        others = sorted(set(d["replicas"]) - {follower})
+        # A partition whose leader is not the controller, and its follower that is not the controller
+        # either: only the follower is cut off (a frozen controller is test_split_brain's subject).
+        controller = zk.controller()
+        desc = admin.describe(topic)
+        part = next(p for p, d in desc.items() if d["leader"] != controller)
+        leader = desc[part]["leader"]
+        follower = next(r for r in desc[part]["replicas"] if r not in (leader, controller))
+        others = sorted({0, 1, 2} - {follower})
         t0 = time.monotonic()
         cluster.brokers[follower].pause()
         try:
-            admin.wait_isr(topic, 0, others)
+            wait_until(lambda: sorted(zk.state(topic, part).isr) == others, 60, f"ISR {others} in ZooKeeper")
             t_shrunk = time.monotonic() - t0
             t1 = _recovered(w, admin)
-            report("follower SIGSTOP", isr_shrunk_after=t_shrunk, **w.unavailability(t0, t1, partition=0))
+            report("follower SIGSTOP", isr_shrunk_after=t_shrunk, **w.unavailability(t0, t1, partition=part))
         finally:
             cluster.brokers[follower].resume()
         t2 = time.monotonic()
-        admin.wait_isr(topic, 0, [0, 1, 2])
+        admin.wait_isr(topic, part, [0, 1, 2])
         report("follower SIGCONT", isr_expanded_after=time.monotonic() - t2)
         w.progress(10)
         report("follower SIGSTOP totals", **w.finish())
     finally:
         w.abort()
         admin.close()
+        zk.close()

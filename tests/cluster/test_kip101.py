@@ -95,7 +95,7 @@ def test_kip101_scenario1_committed_record_survives_restart_then_leader_change(
     topic = unique("kip101-s1")
     with Admin(cluster.bootstrap) as admin, ZkView(cluster) as zk:
         admin.create_topic(topic, configs=TOPIC_CONFIGS, assignment={0: [a, b]})
-        assert admin.describe(topic)[0]["leader"] == a
+        assert zk.state(topic, 0).leader == a
 
         assert _produce(A, topic, b"m1", acks=-1) == 0
         assert _produce(A, topic, b"m2", acks=-1) == 1   # acked: A's HW is 2, m2 is committed
@@ -139,7 +139,7 @@ def test_kip101_scenario2_diverged_replica_truncates_to_new_leader(cluster3: Cal
     topic = unique("kip101-s2")
     with Admin(cluster.bootstrap) as admin, ZkView(cluster) as zk:
         admin.create_topic(topic, configs=TOPIC_CONFIGS, assignment={0: [a, b]})
-        assert admin.describe(topic)[0]["leader"] == a
+        assert zk.state(topic, 0).leader == a
         assert _produce(A, topic, b"m1", acks=-1) == 0   # on both replicas
 
         B.pause()
