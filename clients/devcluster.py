@@ -37,7 +37,7 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
 
 
 def wait_for_cluster_metadata(host: str, port: int, brokers: int, timeout: float,
-                              proc: subprocess.Popen[bytes] | None = None) -> None:
+                              proc: subprocess.Popen[bytes] | None = None, broker_id: int | None = None) -> None:
     """Wait until the broker at host:port answers Metadata with ``brokers`` live brokers and a
     controller: from then on clients get a usable cluster view (a broker listens a moment before the
     controller has told it who is alive)."""
@@ -62,7 +62,8 @@ def wait_for_cluster_metadata(host: str, port: int, brokers: int, timeout: float
                     buf += chunk
             _, md = decode_response(ApiKey.METADATA, 12, buf[4:])
             seen = f"{len(md.brokers)} brokers, controller {md.controller_id}"
-            if len(md.brokers) >= brokers and md.controller_id >= 0:
+            if (len(md.brokers) >= brokers and md.controller_id >= 0
+                    and (broker_id is None or any(b.node_id == broker_id for b in md.brokers))):
                 return
         except (OSError, ValueError):
             pass
@@ -96,7 +97,6 @@ class BrokerProcess:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.process: subprocess.Popen[bytes] | None = None
         self._log = None
-        self.cluster_size = 1  # brokers start(wait=True) waits to see in the metadata
 
     @property
     def bootstrap(self) -> str:
@@ -114,7 +114,8 @@ class BrokerProcess:
             cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         if wait:
             wait_for_port(self.host, self.port, timeout, self.process)
-            wait_for_cluster_metadata(self.host, self.port, self.cluster_size, timeout, self.process)
+            # This broker registered and told by a controller: other brokers may be down (restarts).
+            wait_for_cluster_metadata(self.host, self.port, 1, timeout, self.process, broker_id=self.broker_id)
         return self
 
     @property
@@ -202,7 +203,6 @@ class LocalCluster:
             else:
                 metrics_port = self.metrics_base_port + i if self.metrics_base_port else free_port()
             b = BrokerProcess(i, port, connect, self.base_dir, overrides=self.overrides, metrics_port=metrics_port)
-            b.cluster_size = self.n
             self.brokers.append(b)
         try:
             for b in self.brokers:
