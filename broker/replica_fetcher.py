@@ -225,11 +225,15 @@ class ReplicaFetcher:
 
     async def _fetch(self, ready: dict[TP, FetchState]) -> None:
         by_topic: dict[str, list[Any]] = {}
+        quota = self.broker.services.get("follower_quota")
+        over_quota = quota is not None and quota.is_exceeded()
         for tp, st in ready.items():
             p = self._partition(tp)
             if p is None:
                 self.partitions.pop(tp, None)
                 continue
+            if over_quota and quota.is_throttled(*tp):
+                continue  # over follower.replication.throttled.rate: throttled replicas wait
             by_topic.setdefault(tp[0], []).append(_FETCH_REQ.FetchPartition(
                 partition=tp[1], current_leader_epoch=st.leader_epoch, fetch_offset=p.log.log_end_offset,
                 log_start_offset=p.log.log_start_offset, partition_max_bytes=self.partition_max_bytes))
@@ -270,6 +274,9 @@ class ReplicaFetcher:
 
     async def _process(self, p: Partition, pd: Any) -> None:
         records = pd.records
+        quota = self.broker.services.get("follower_quota")
+        if quota is not None and records is not None and quota.is_throttled(*p.tp):
+            quota.record(len(records))
         if records is not None and len(records):
             end = 0
             for b in iter_batches(records, allow_partial_tail=True):

@@ -67,6 +67,7 @@ class ReplicaManager:
         self.listeners_on_append: list[Callable[[TP], None]] = []
         self.listeners_on_stop: list[Callable[[TP], None]] = []
         self.isr_manager: Any = None  # set by the broker once it can reach the controller
+        self.leader_quota: Any = None  # ReplicationQuota for leader-side throttled replicas
         self.messages_in = 0
         self.bytes_in = 0
         # Per topic: [messages in, bytes in, bytes out to consumers]; bytes out to followers in total.
@@ -317,6 +318,7 @@ class ReplicaManager:
                     errors = True
                     continue
                 tp = (name, fp.partition)
+                throttled = False
                 try:
                     p = self.leader_partition(tp, fp.current_leader_epoch if version >= 9 else -1)
                     if is_follower:
@@ -326,12 +328,19 @@ class ReplicaManager:
                         if self.isr_manager is not None and replica_id not in p.isr:
                             self.isr_manager.maybe_expand(p)
                         max_offset = None
+                        throttled = self.leader_quota is not None and self.leader_quota.is_throttled(*tp)
                     elif isolation == READ_COMMITTED:
                         max_offset = p.log.last_stable_offset
                     else:
                         max_offset = p.high_watermark
                     part_max = min(fp.partition_max_bytes, max(limit - total, 0))
-                    result = p.log.read(fp.fetch_offset, part_max, max_offset, min_one_batch=(total == 0))
+                    if throttled and self.leader_quota.is_exceeded():  # type: ignore[union-attr]
+                        # Over leader.replication.throttled.rate: this throttled replica waits.
+                        part_max = 0
+                    result = p.log.read(fp.fetch_offset, part_max, max_offset,
+                                        min_one_batch=(total == 0 and part_max > 0))
+                    if throttled:
+                        self.leader_quota.record(sum(n for _fd, _pos, n in result.regions))  # type: ignore[union-attr]
                 except PartitionError as e:
                     pd.error_code = e.code
                     errors = True

@@ -26,9 +26,17 @@ async def start_services(broker: Broker) -> None:
     )
     from broker.isr_manager import IsrManager
     from broker.replica_fetcher import ReplicaFetcherManager
+    from broker.replication_quota import ReplicationQuota
 
     broker.services["metadata_waiters"] = Purgatory("Metadata")
     broker.services["replica_fetchers"] = ReplicaFetcherManager(broker)
+    # Replication throttles; rates are dynamic broker configs, so read through broker.config each time.
+    broker.replica_manager.leader_quota = ReplicationQuota(  # type: ignore[union-attr]
+        broker.broker_id, "leader.replication.throttled.rate", "leader_replication_throttled_replicas",
+        lambda name: broker.config.get(name), broker.topic_config)
+    broker.services["follower_quota"] = ReplicationQuota(
+        broker.broker_id, "follower.replication.throttled.rate", "follower_replication_throttled_replicas",
+        lambda name: broker.config.get(name), broker.topic_config)
     isr = IsrManager(broker)
     broker.services["isr_manager"] = isr
     assert broker.replica_manager is not None

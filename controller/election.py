@@ -23,6 +23,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+
 from controller.zk_client import ControllerMovedError, KafkaZkClient
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,13 @@ class Elector:
                 await self._handle(event)
             except asyncio.CancelledError:
                 raise
+            except (SessionExpiredError, ConnectionLoss, ConnectionClosedError) as e:
+                # Expected while our session is gone (e.g. this broker was frozen past the session
+                # timeout): the new session's events will follow; one line, no traceback.
+                log.warning("controller elector: ZooKeeper unavailable while handling %s (%s); retrying",
+                            event, type(e).__name__)
+                if self.loop is not None and not self._stopped:
+                    self.loop.call_later(1.0, self._post, "controller_changed")
             except Exception:
                 log.exception("controller elector: handling %s failed", event)
                 # Try again a little later rather than giving up on the controller role.
