@@ -92,3 +92,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if tails:
             rep.sections.append(("broker logs", "\n".join(tails)))
     return rep
+
+
+def shared_cluster(n: int, overrides: dict[str, str]) -> Iterator[object]:
+    """Body of a session fixture: one ``LocalCluster`` shared by a test directory, stopped at the end."""
+    from clients.devcluster import LocalCluster
+
+    with LocalCluster(n, overrides=overrides) as cluster:
+        yield cluster
+
+
+def attach_cluster(request: pytest.FixtureRequest, cluster: object) -> object:
+    """Have a failing test's report include ``cluster``'s broker logs (see pytest_runtest_makereport)."""
+    clusters = getattr(request.node, "_local_clusters", [])
+    clusters.append(cluster)
+    request.node._local_clusters = clusters  # type: ignore[attr-defined]
+    return cluster

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import attach_cluster, shared_cluster
+
 # Few partitions for the internal topics: quicker startup on a busy machine.
 OVERRIDES = {"offsets.topic.num.partitions": "5", "transaction.state.log.num.partitions": "5"}
 
@@ -26,20 +28,10 @@ def spark_jars() -> Path:
 
 @pytest.fixture(scope="session")
 def spark_cluster() -> Iterator[object]:
-    from clients.devcluster import LocalCluster
-
-    cluster = LocalCluster(3, overrides=OVERRIDES)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.__exit__(None, None, None)
+    yield from shared_cluster(3, OVERRIDES)
 
 
 @pytest.fixture
 def cluster3(spark_cluster: object, request: pytest.FixtureRequest) -> object:
     """The shared cluster (tests that restart brokers make their own); its broker logs are attached to the report of a failing test."""
-    clusters = getattr(request.node, "_local_clusters", [])
-    clusters.append(spark_cluster)
-    request.node._local_clusters = clusters  # type: ignore[attr-defined]
-    return spark_cluster
+    return attach_cluster(request, spark_cluster)
