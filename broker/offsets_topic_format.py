@@ -157,18 +157,20 @@ _OFFSET_VALUE = message_type("OffsetCommitValue")
 _GROUP_VALUE = message_type("GroupMetadataValue")
 
 
-def _version(buf: bytes | bytearray | memoryview) -> int:
+def read_version(buf: bytes | bytearray | memoryview, error: type[ValueError] = OffsetsFormatError) -> int:
+    """The int16 version prefix; malformed input raises ``error`` (each internal topic has its own)."""
     try:
         return record_version(buf)
     except ProtocolError as e:
-        raise OffsetsFormatError(str(e)) from None
+        raise error(str(e)) from None
 
 
-def _decode(mt: MessageType, buf: bytes | bytearray | memoryview, version: int) -> Any:
+def decode_record(mt: MessageType, buf: bytes | bytearray | memoryview, version: int,
+            error: type[ValueError] = OffsetsFormatError) -> Any:
     try:
         return decode_versioned(mt, buf, version)[1]
     except ProtocolError as e:
-        raise OffsetsFormatError(f"malformed {mt.name} v{version}: {e}") from None
+        raise error(f"malformed {mt.name} v{version}: {e}") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,12 +189,12 @@ def encode_group_metadata_key(group: str) -> bytes:
 
 
 def decode_key(buf: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
-    version = _version(buf)
+    version = read_version(buf)
     if version in (0, 1):
-        k = _decode(_OFFSET_KEY, buf, version)
+        k = decode_record(_OFFSET_KEY, buf, version)
         return OffsetCommitKey(k.group, k.topic, k.partition)
     if version == GROUP_METADATA_KEY_VERSION:
-        return GroupMetadataKey(_decode(_GROUP_KEY, buf, version).group)
+        return GroupMetadataKey(decode_record(_GROUP_KEY, buf, version).group)
     return UnknownKey(version)
 
 
@@ -219,10 +221,10 @@ def decode_offset_commit_value(buf: bytes | bytearray | memoryview | None) -> Of
     """The value, or None for a tombstone."""
     if buf is None:
         return None
-    version = _version(buf)
+    version = read_version(buf)
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise OffsetsFormatError(f"unknown offset commit value version {version}")
-    v = _decode(_OFFSET_VALUE, buf, version)
+    v = decode_record(_OFFSET_VALUE, buf, version)
     return OffsetCommitValue(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp)
 
 
@@ -246,10 +248,10 @@ def decode_group_metadata_value(buf: bytes | bytearray | memoryview | None) -> G
     """The value, or None for a tombstone."""
     if buf is None:
         return None
-    version = _version(buf)
+    version = read_version(buf)
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise OffsetsFormatError(f"unknown group metadata value version {version}")
-    v = _decode(_GROUP_VALUE, buf, version)
+    v = decode_record(_GROUP_VALUE, buf, version)
     members = [MemberMetadataValue(
         member_id=m.member_id, client_id=m.client_id, client_host=m.client_host, session_timeout=m.session_timeout,
         subscription=m.subscription, assignment=m.assignment, rebalance_timeout=m.rebalance_timeout,

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from broker.offsets_topic_format import decode_record, read_version
 from broker.offsets_topic_format import partition_for as _partition_for
-from protocol.exceptions import ProtocolError
-from protocol.schema import MessageType, decode_versioned, encode_versioned, message_type, record_version
+from protocol.schema import MessageType, encode_versioned, message_type
 
 __all__ = [
     "TXN_KEY_VERSION",
@@ -112,17 +112,11 @@ _VALUE = message_type("TransactionLogValue")
 
 
 def _version(buf: bytes | bytearray | memoryview) -> int:
-    try:
-        return record_version(buf)
-    except ProtocolError as e:
-        raise TxnLogFormatError(str(e)) from None
+    return read_version(buf, TxnLogFormatError)
 
 
 def _decode(mt: MessageType, buf: bytes | bytearray | memoryview, version: int) -> Any:
-    try:
-        return decode_versioned(mt, buf, version)[1]
-    except ProtocolError as e:
-        raise TxnLogFormatError(f"malformed {mt.name} v{version}: {e}") from None
+    return decode_record(mt, buf, version, TxnLogFormatError)
 
 
 # ------------------------------------------------------------------------------------------------
