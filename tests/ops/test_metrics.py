@@ -219,3 +219,48 @@ def test_alert_rules_cover_the_essentials() -> None:
     assert lag and any(re.search(r"\b(delta|deriv|increase|rate)\(", r["expr"]) for r in lag)
     for r in rules.values():
         assert r["labels"]["severity"] in ("warning", "critical") and r["annotations"]["summary"]
+
+
+def documented_families() -> tuple[set[str], set[str]]:
+    """Metric families named in docs/metrics.md's table, and the documented name prefixes (``x_*``).
+
+    A cell like ``a_b_size``, ``..._logendoffset`` names ``a_b_logendoffset`` (the elision keeps the
+    previous name up to its last underscore-separated word); ``x_bucket/_sum/_count`` names the
+    histogram family ``x``.
+    """
+    families: set[str] = set()
+    prefixes: set[str] = set()
+    for line in (REPO / "docs/metrics.md").read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        first = line.split("|")[1]
+        previous = ""
+        for name in re.findall(r"`([^`]+)`", first):
+            if name.endswith("*"):
+                prefixes.add(name[:-1])
+                continue
+            if name.startswith("..."):
+                name = previous.rsplit("_", 1 if not previous.endswith("_total") else 2)[0] + name[3:]
+            name = name.split("/")[0].removesuffix("_bucket")
+            families.add(name)
+            previous = name
+    return families, prefixes
+
+
+def test_metrics_doc_matches_live_exporter(cluster: object) -> None:
+    """docs/metrics.md lists exactly the families live brokers export (consumer-group series included)."""
+    test_consumer_lag_series(cluster)
+    documented, prefixes = documented_families()
+    exported: set[str] = set()
+    for u in urls(cluster):
+        with urllib.request.urlopen(u, timeout=10) as resp:
+            text = resp.read().decode()
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, kind = line.split()[:4]
+                # prometheus-client's TYPE line names a counter without _total; the series has it.
+                exported.add(name + "_total" if kind == "counter" and not name.endswith("_total") else name)
+    undocumented = sorted(n for n in exported if n not in documented and not any(n.startswith(p) for p in prefixes))
+    assert not undocumented, f"exported but not in docs/metrics.md: {undocumented}"
+    unexported = sorted(documented - exported)
+    assert not unexported, f"in docs/metrics.md but not exported by any broker: {unexported}"
