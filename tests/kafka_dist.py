@@ -19,7 +19,6 @@ KAFKA_VERSION = "3.9.1"
 SCALA_VERSION = "2.13"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = REPO_ROOT / ".cache" / "kafka-jars"
-JAR_DIR = CACHE_DIR / KAFKA_VERSION
 CLASSES_DIR = CACHE_DIR / "classes"
 
 _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -42,6 +41,15 @@ _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
       <version>{KAFKA_VERSION}</version>
     </dependency>
     <dependency>
+      <!-- org.apache.kafka.tools.ProducerPerformance, which the validation benchmark drives -->
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>{KAFKA_VERSION}</version>
+      <exclusions>
+        <exclusion><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId></exclusion>
+      </exclusions>
+    </dependency>
+    <dependency>
       <groupId>org.slf4j</groupId>
       <artifactId>slf4j-nop</artifactId>
       <version>1.7.36</version>
@@ -49,6 +57,10 @@ _POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
 </project>
 """
+
+# One directory per pom content: adding an artifact above resolves into a fresh directory instead of
+# reusing a cache that lacks it.
+JAR_DIR = CACHE_DIR / f"{KAFKA_VERSION}-{hashlib.sha256(_POM.encode()).hexdigest()[:10]}"
 
 
 def classpath() -> str:
@@ -60,7 +72,7 @@ def classpath() -> str:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not stamp.exists():
                 JAR_DIR.mkdir(parents=True, exist_ok=True)
-                pom = CACHE_DIR / "pom.xml"
+                pom = JAR_DIR / "pom.xml"
                 pom.write_text(_POM)
                 proc = subprocess.run(
                     ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
