@@ -176,7 +176,9 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
 # fmt: on
 
 # Members are Kafka's names, so ErrorCode.NOT_LEADER_OR_FOLLOWER == 6 and ErrorCode(6).name matches.
-ErrorCode = IntEnum("ErrorCode", [(name, code) for code, name, _, _ in _TABLE], module=__name__)
+# Built from the table so the two cannot disagree; a type checker cannot list the members of an enum
+# made this way, and treats member access as the IntEnum it is.
+ErrorCode = IntEnum("ErrorCode", [(name, code) for code, name, _, _ in _TABLE], module=__name__)  # type: ignore[misc]
 ErrorCode.__doc__ = "Kafka error codes, named as in Kafka's ``Errors`` enum."
 
 ERRORS: dict[int, ErrorInfo] = {

@@ -148,7 +148,7 @@ def encode_response_bytes(api_key: int, api_version: int, correlation_id: int, b
     parts = encode_response(api_key, api_version, correlation_id, body)
     if any(isinstance(p, FileRegion) for p in parts):
         raise ValueError("response holds file regions")
-    return b"".join(bytes(p) for p in parts)  # type: ignore[arg-type]
+    return b"".join(bytes(p) for p in parts)
 
 
 def api_versions_body(error_code: int = 0, throttle_time_ms: int = 0) -> Struct:

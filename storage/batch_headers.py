@@ -114,8 +114,9 @@ def header_is_sane(h: BatchHeader) -> bool:
 
 def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
     """CRC-32C of attributes..end against the stored crc; ``batch`` is exactly one batch."""
-    stored = struct.unpack_from(">I", batch, 17)[0]
-    return crc32c(memoryview(batch)[CRC_START:]) == stored
+    stored: int = struct.unpack_from(">I", batch, 17)[0]
+    computed: int = crc32c(memoryview(batch)[CRC_START:])
+    return computed == stored
 
 
 def iter_buffer_headers(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:

@@ -1241,7 +1241,8 @@ class LogConfig:
 
     def source_of(self, name: str) -> ConfigSource:
         try:
-            return self._sources[name]
+            source: ConfigSource = self._sources[name]
+            return source
         except KeyError:
             raise KeyError(f"{name} is not a topic configuration") from None
 
@@ -1290,8 +1291,10 @@ class LogConfig:
         return self._timestamp_bound("message.timestamp.after.max.ms")
 
     def _timestamp_bound(self, name: str) -> int:
-        value = self._values[name]
-        return value if value != INT64_MAX else self._values["message.timestamp.difference.max.ms"]
+        value: int = self._values[name]
+        if value == INT64_MAX:  # unset: the deprecated difference config still bounds it, as in Kafka 3.9
+            value = self._values["message.timestamp.difference.max.ms"]
+        return value
 
     # -- attribute access ---------------------------------------------------------------------------
 
