@@ -106,7 +106,8 @@ class FrameReader:
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return (self._end - self._start) + self._filled
+        in_frame = 4 + self._filled if self._frame is not None else 0
+        return (self._end - self._start) + in_frame
 
     # -- internals ------------------------------------------------------------------------------
 
