@@ -1,6 +1,6 @@
 """In-memory state of classic-protocol consumer groups: members, generations, committed offsets.
 
-This is the bookkeeping half of the group coordinator (``broker/group_coordinator.py`` drives it):
+This is the bookkeeping of the group coordinator (``broker/group_membership.py`` drives it):
 no I/O, no timers of its own, just the state machine's data and the rules that only look at one
 group. It follows Apache Kafka's classic group semantics:
 
@@ -28,7 +28,7 @@ from protocol.errors import ErrorCode
 from protocol.schema import message_type
 
 if TYPE_CHECKING:
-    import asyncio
+    from storage.clock import TimerHandle
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class MemberMetadata:
         # Liveness: set when a heartbeat (or anything proving the member alive) arrives; the
         # session timer only removes the member if it is still unset when the timer fires.
         self.heartbeat_satisfied = False
-        self.heartbeat_timer: asyncio.TimerHandle | None = None
+        self.heartbeat_timer: TimerHandle | None = None
 
     @property
     def is_static(self) -> bool:
@@ -236,7 +236,7 @@ class GroupMetadata:
         # Timers and delayed operations the coordinator hangs on the group.
         self.join_op: Any = None
         self.sync_op: Any = None
-        self.pending_member_timers: dict[str, asyncio.TimerHandle] = {}
+        self.pending_member_timers: dict[str, TimerHandle] = {}
 
     # -- basics ----------------------------------------------------------------------------------
 

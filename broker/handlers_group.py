@@ -1,4 +1,4 @@
-"""Consumer groups on this broker: FindCoordinator, the group APIs, and ``__consumer_offsets``.
+"""Consumer groups on this broker: FindCoordinator, the group APIs' wire side, and ``__consumer_offsets``.
 
 The group coordinator for a group is the leader of the ``__consumer_offsets`` partition its id hashes
 to. ``__consumer_offsets`` is created on first use (FindCoordinator), compacted, with
@@ -6,20 +6,34 @@ to. ``__consumer_offsets`` is created on first use (FindCoordinator), compacted,
 Kafka, creation fails (COORDINATOR_NOT_AVAILABLE) while fewer brokers are alive than that factor.
 When this broker becomes leader of one of its partitions the coordinator loads the groups from it;
 when it stops leading one, they are unloaded.
+
+``GroupApis`` translates the group APIs between the wire and the ``GroupCoordinator``: request
+bodies become calls with plain values, results become response bodies of the request's version.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from broker.group_coordinator import GroupCoordinator, LogEntry
+from broker.group_coordinator import INVALID_OFFSET, NO_GENERATION, GroupCoordinator, LogEntry
+from broker.group_membership import UNKNOWN_MEMBER_ID
+from broker.group_metadata import (
+    GROUP_TYPE_CLASSIC,
+    GroupState,
+    JoinResult,
+    OffsetAndMetadata,
+    SyncResult,
+    TopicPartition,
+)
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_type
 from protocol.records import BatchView, NewRecord, build_batch, iter_batches, parse_control_record
+from protocol.schema import Struct
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -27,6 +41,9 @@ if TYPE_CHECKING:
     from protocol.messages import Request
 
 log = logging.getLogger(__name__)
+
+E = ErrorCode
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
@@ -170,6 +187,276 @@ class GroupHandlers:
                 self.coordinator.unload_partition(partition)
 
 
+# ------------------------------------------------------------------------------------------------
+# The group APIs on the wire
+
+
+def _normalize_host(host: str) -> str:
+    # Kafka reports a member's host as Java's InetAddress.toString(), e.g. "/127.0.0.1".
+    return host if host.startswith("/") else "/" + host
+
+
+class GroupApis:
+    """The group APIs' wire translation: request bodies -> ``GroupCoordinator`` calls -> response bodies.
+
+    Each ``handle_*`` coroutine takes a decoded request body and its version and returns the response
+    body built with the compiled message type of that version; version differences (fields that
+    exist only in some versions, errors reported differently by old versions) are settled here.
+    """
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
+    def _split_known_partitions(self, topics: Iterable[Any], partitions_of: Callable[[Any], Iterable[int]]
+                                ) -> tuple[list[TopicPartition], dict[TopicPartition, int]]:
+        """Requested partitions in order, and UNKNOWN_TOPIC_OR_PARTITION for those the cluster lacks."""
+        topic_exists = self.coordinator.topic_exists
+        ordered: dict[TopicPartition, None] = {}
+        unknown: dict[TopicPartition, int] = {}
+        for t in topics:
+            for p in partitions_of(t):
+                tp = (t.name, p)
+                ordered[tp] = None
+                if topic_exists is not None and not topic_exists(t.name, p):
+                    unknown[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+        return list(ordered), unknown
+
+    @staticmethod
+    def _by_topic(ordered: list[TopicPartition], errors: Mapping[TopicPartition, int]
+                  ) -> list[tuple[str, list[tuple[int, int]]]]:
+        out: dict[str, list[tuple[int, int]]] = {}
+        for tp in ordered:
+            out.setdefault(tp[0], []).append((tp[1], int(errors[tp])))
+        return list(out.items())
+
+    async def handle_join_group(self, req: Struct, version: int, client_id: str | None, client_host: str) -> Struct:
+        r: Any = req
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[JoinResult] = loop.create_future()
+
+        def callback(result: JoinResult) -> None:
+            if not fut.done():
+                fut.set_result(result)
+
+        session_timeout = r.session_timeout_ms
+        rebalance_timeout = session_timeout if version == 0 else r.rebalance_timeout_ms
+        instance_id = r.group_instance_id if version >= 5 else None
+        protocols = [(p.name, bytes(p.metadata)) for p in r.protocols]
+        if r.reason:
+            log.debug("group %s: JoinGroup from %s, reason: %s", r.group_id, r.member_id, r.reason)
+        self.coordinator.join_group(r.group_id, r.member_id, instance_id, version >= 4 and instance_id is None, version >= 9,
+                         client_id or "", _normalize_host(client_host), rebalance_timeout, session_timeout,
+                         r.protocol_type, protocols, callback)
+        result = await fut
+        return self._join_response(result, version)
+
+    @staticmethod
+    def _join_response(result: JoinResult, version: int) -> Struct:
+        mt: Any = response_type(ApiKey.JOIN_GROUP)
+        protocol_name = result.protocol_name
+        if version < 7 and protocol_name is None:
+            protocol_name = ""
+        elif version >= 7 and protocol_name == "":
+            protocol_name = None
+        return mt(error_code=int(result.error), generation_id=result.generation_id,
+                  protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader_id,
+                  skip_assignment=result.skip_assignment, member_id=result.member_id,
+                  members=[mt.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+                           for m, i, meta in result.members])
+
+    async def handle_sync_group(self, req: Struct, version: int, client_id: str | None = None,
+                                client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.SYNC_GROUP)
+        if version >= 5 and (r.protocol_type is None or r.protocol_name is None):
+            return mt(error_code=E.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[SyncResult] = loop.create_future()
+
+        def callback(result: SyncResult) -> None:
+            if not fut.done():
+                fut.set_result(result)
+
+        assignment: dict[str, bytes] = {}
+        for a in r.assignments:
+            assignment[a.member_id] = bytes(a.assignment)
+        instance_id = r.group_instance_id if version >= 3 else None
+        protocol_type = r.protocol_type if version >= 5 else None
+        protocol_name = r.protocol_name if version >= 5 else None
+        self.coordinator.sync_group(r.group_id, r.generation_id, r.member_id, protocol_type, protocol_name, instance_id,
+                         assignment, callback)
+        result = await fut
+        return mt(error_code=int(result.error), protocol_type=result.protocol_type,
+                  protocol_name=result.protocol_name, assignment=result.assignment)
+
+    async def handle_heartbeat(self, req: Struct, version: int, client_id: str | None = None,
+                               client_host: str | None = None) -> Struct:
+        r: Any = req
+        instance_id = r.group_instance_id if version >= 3 else None
+        error = self.coordinator.heartbeat(r.group_id, r.member_id, instance_id, r.generation_id)
+        return response_type(ApiKey.HEARTBEAT)(error_code=int(error))
+
+    async def handle_leave_group(self, req: Struct, version: int, client_id: str | None = None,
+                                 client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.LEAVE_GROUP)
+        if version < 3:
+            leaving = [(r.member_id, None, None)]
+        else:
+            leaving = [(m.member_id, m.group_instance_id, m.reason if version >= 5 else None) for m in r.members]
+        top, members = self.coordinator.leave_group(r.group_id, leaving)
+        if version < 3:
+            code = top if top != E.NONE else next((e for _, _, e in members if e != E.NONE), E.NONE)
+            return mt(error_code=int(code))
+        return mt(error_code=int(top), members=[
+            mt.MemberResponse(member_id=m, group_instance_id=i, error_code=int(e)) for m, i, e in members])
+
+    async def handle_offset_commit(self, req: Struct, version: int, client_id: str | None = None,
+                                   client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.OFFSET_COMMIT)
+        now = self.coordinator.clock.now_ms()
+        retention = r.retention_time_ms if 2 <= version <= 4 else -1
+        expire = None if retention == -1 else now + retention
+        ordered, errors = self._split_known_partitions(r.topics, lambda t: [p.partition_index for p in t.partitions])
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for t in r.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                if tp in errors:
+                    continue
+                offsets[tp] = OffsetAndMetadata(
+                    p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+                    "" if p.committed_metadata is None else p.committed_metadata, now, expire)
+        if offsets:
+            instance_id = r.group_instance_id if version >= 7 else None
+            errors.update(await self.coordinator.commit_offsets(r.group_id, r.member_id, instance_id,
+                                                     r.generation_id_or_member_epoch, offsets))
+        return mt(topics=[mt.OffsetCommitResponseTopic(name=name, partitions=[
+            mt.OffsetCommitResponsePartition(partition_index=p, error_code=e) for p, e in parts])
+            for name, parts in self._by_topic(ordered, errors)])
+
+    async def handle_txn_offset_commit(self, req: Struct, version: int, client_id: str | None = None,
+                                       client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.TXN_OFFSET_COMMIT)
+        now = self.coordinator.clock.now_ms()
+        ordered, errors = self._split_known_partitions(r.topics, lambda t: [p.partition_index for p in t.partitions])
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for t in r.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                if tp not in errors:
+                    offsets[tp] = OffsetAndMetadata(
+                        p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+                        "" if p.committed_metadata is None else p.committed_metadata, now, None)
+        if offsets:
+            generation = r.generation_id if version >= 3 else NO_GENERATION
+            member_id = r.member_id if version >= 3 else UNKNOWN_MEMBER_ID
+            instance_id = r.group_instance_id if version >= 3 else None
+            results = await self.coordinator.txn_commit_offsets(r.group_id, r.producer_id, r.producer_epoch, member_id,
+                                                     instance_id, generation, offsets)
+            if version < 2:
+                # Clients before 2.0 could crash on COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296).
+                results = {tp: (E.COORDINATOR_NOT_AVAILABLE if e == E.COORDINATOR_LOAD_IN_PROGRESS else e)
+                           for tp, e in results.items()}
+            errors.update(results)
+        return mt(topics=[mt.TxnOffsetCommitResponseTopic(name=name, partitions=[
+            mt.TxnOffsetCommitResponsePartition(partition_index=p, error_code=e) for p, e in parts])
+            for name, parts in self._by_topic(ordered, errors)])
+
+    async def handle_offset_fetch(self, req: Struct, version: int, client_id: str | None = None,
+                                  client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.OFFSET_FETCH)
+        require_stable = bool(r.require_stable) if version >= 7 else False
+        if version >= 8:
+            groups = []
+            for g in r.groups:
+                tps = None if g.topics is None else [(t.name, p) for t in g.topics for p in t.partition_indexes]
+                error, rows = self.coordinator.fetch_offsets(g.group_id, require_stable, tps)
+                topics: dict[str, list[Any]] = {}
+                for (topic, part), off, epoch, meta, perr in rows:
+                    topics.setdefault(topic, []).append(mt.OffsetFetchResponsePartitions(
+                        partition_index=part, committed_offset=off, committed_leader_epoch=epoch, metadata=meta,
+                        error_code=perr))
+                groups.append(mt.OffsetFetchResponseGroup(
+                    group_id=g.group_id, error_code=int(error),
+                    topics=[mt.OffsetFetchResponseTopics(name=n, partitions=ps) for n, ps in topics.items()]))
+            return mt(groups=groups)
+        tps = None if r.topics is None else [(t.name, p) for t in r.topics for p in t.partition_indexes]
+        error, rows = self.coordinator.fetch_offsets(r.group_id, require_stable, tps)
+        if error != E.NONE and version < 2 and tps is not None:
+            # Version 1 has no top-level error code: report it on every requested partition.
+            rows = [(tp, INVALID_OFFSET, -1, "", error) for tp in tps]
+        topics = {}
+        for (topic, part), off, epoch, meta, perr in rows:
+            topics.setdefault(topic, []).append(mt.OffsetFetchResponsePartition(
+                partition_index=part, committed_offset=off, committed_leader_epoch=epoch, metadata=meta,
+                error_code=perr))
+        return mt(error_code=int(error),
+                  topics=[mt.OffsetFetchResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])
+
+    async def handle_list_groups(self, req: Struct, version: int, client_id: str | None = None,
+                                 client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.LIST_GROUPS)
+        states = {s.lower() for s in (r.states_filter or [])} if version >= 4 else set()
+        types = {t.lower() for t in (r.types_filter or [])} if version >= 5 else set()
+        error, groups = self.coordinator.list_groups(states, types)
+        return mt(error_code=error, groups=[
+            mt.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
+                           group_type=GROUP_TYPE_CLASSIC) for g in groups])
+
+    async def handle_describe_groups(self, req: Struct, version: int, client_id: str | None = None,
+                                     client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.DESCRIBE_GROUPS)
+        return mt(groups=[self._describe_group(mt, gid) for gid in r.groups])
+
+    def _describe_group(self, mt: Any, group_id: str) -> Any:
+        error, group = self.coordinator.describe_group(group_id)
+        if error != ErrorCode.NONE:
+            return mt.DescribedGroup(error_code=error, group_id=group_id, group_state="", protocol_type="",
+                                     protocol_data="", members=[])
+        if group is None:
+            return mt.DescribedGroup(error_code=0, group_id=group_id, group_state=GroupState.DEAD.value,
+                                     protocol_type="", protocol_data="", members=[])
+        stable = group.is_state(GroupState.STABLE) and group.protocol_name is not None
+        members = []
+        for m in group.members.values():
+            members.append(mt.DescribedGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if stable else b"",  # type: ignore[arg-type]
+                member_assignment=m.assignment if stable else b""))
+        return mt.DescribedGroup(
+            error_code=0, group_id=group_id, group_state=group.state.value, protocol_type=group.protocol_type or "",
+            protocol_data=group.protocol_name if stable else "", members=members,
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+    async def handle_delete_groups(self, req: Struct, version: int, client_id: str | None = None,
+                                   client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.DELETE_GROUPS)
+        results = await self.coordinator.delete_groups(list(dict.fromkeys(r.groups_names)))
+        return mt(results=[mt.DeletableGroupResult(group_id=g, error_code=int(e)) for g, e in results.items()])
+
+    async def handle_offset_delete(self, req: Struct, version: int, client_id: str | None = None,
+                                   client_host: str | None = None) -> Struct:
+        r: Any = req
+        mt: Any = response_type(ApiKey.OFFSET_DELETE)
+        ordered, errors = self._split_known_partitions(r.topics, lambda t: [p.partition_index for p in t.partitions])
+        wanted = [tp for tp in ordered if tp not in errors]
+        group_error, results = await self.coordinator.delete_offsets(r.group_id, wanted)
+        if group_error != E.NONE:
+            return mt(error_code=int(group_error), topics=[])
+        errors.update(results)
+        return mt(error_code=0, topics=[mt.OffsetDeleteResponseTopic(name=name, partitions=[
+            mt.OffsetDeleteResponsePartition(partition_index=p, error_code=e) for p, e in parts])
+            for name, parts in self._by_topic(ordered, errors)])
+
+
 async def register(broker: Broker) -> None:
     rm = broker.replica_manager
     assert rm is not None
@@ -183,6 +470,7 @@ async def register(broker: Broker) -> None:
     broker.services["group_coordinator"] = coordinator
     h = GroupHandlers(broker, coordinator)
     broker.services["groups"] = h
+    wire = GroupApis(coordinator)
     broker.services.setdefault("on_leadership", []).append(h.on_leadership)
 
     def route(method: Any) -> Any:
@@ -192,14 +480,14 @@ async def register(broker: Broker) -> None:
 
     apis = broker.apis
     apis.register(ApiKey.FIND_COORDINATOR, h.find_coordinator)
-    apis.register(ApiKey.JOIN_GROUP, route(coordinator.handle_join_group))
-    apis.register(ApiKey.SYNC_GROUP, route(coordinator.handle_sync_group))
-    apis.register(ApiKey.HEARTBEAT, route(coordinator.handle_heartbeat))
-    apis.register(ApiKey.LEAVE_GROUP, route(coordinator.handle_leave_group))
-    apis.register(ApiKey.OFFSET_COMMIT, route(coordinator.handle_offset_commit))
-    apis.register(ApiKey.OFFSET_FETCH, route(coordinator.handle_offset_fetch))
-    apis.register(ApiKey.LIST_GROUPS, route(coordinator.handle_list_groups))
-    apis.register(ApiKey.DESCRIBE_GROUPS, route(coordinator.handle_describe_groups))
-    apis.register(ApiKey.DELETE_GROUPS, route(coordinator.handle_delete_groups))
-    apis.register(ApiKey.OFFSET_DELETE, route(coordinator.handle_offset_delete))
-    apis.register(ApiKey.TXN_OFFSET_COMMIT, route(coordinator.handle_txn_offset_commit))
+    apis.register(ApiKey.JOIN_GROUP, route(wire.handle_join_group))
+    apis.register(ApiKey.SYNC_GROUP, route(wire.handle_sync_group))
+    apis.register(ApiKey.HEARTBEAT, route(wire.handle_heartbeat))
+    apis.register(ApiKey.LEAVE_GROUP, route(wire.handle_leave_group))
+    apis.register(ApiKey.OFFSET_COMMIT, route(wire.handle_offset_commit))
+    apis.register(ApiKey.OFFSET_FETCH, route(wire.handle_offset_fetch))
+    apis.register(ApiKey.LIST_GROUPS, route(wire.handle_list_groups))
+    apis.register(ApiKey.DESCRIBE_GROUPS, route(wire.handle_describe_groups))
+    apis.register(ApiKey.DELETE_GROUPS, route(wire.handle_delete_groups))
+    apis.register(ApiKey.OFFSET_DELETE, route(wire.handle_offset_delete))
+    apis.register(ApiKey.TXN_OFFSET_COMMIT, route(wire.handle_txn_offset_commit))

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from broker.group_coordinator import GroupCoordinator, GroupCoordinatorConfig, LogEntry
+from broker.handlers_group import GroupApis
 from protocol.api_versions import ApiKey
 from protocol.errors import KafkaError
 from protocol.messages import request_type, response_type
@@ -111,7 +112,7 @@ class Client:
                    group_instance_id=self.instance_id, protocol_type=self.protocol_type,
                    protocols=[request_type(ApiKey.JOIN_GROUP).JoinGroupRequestProtocol(name=n, metadata=m)  # type: ignore[attr-defined]
                               for n, m in self.protocols])
-        resp = roundtrip_response(ApiKey.JOIN_GROUP, await self.coord.handle_join_group(body, v, self.client_id,
+        resp = roundtrip_response(ApiKey.JOIN_GROUP, await GroupApis(self.coord).handle_join_group(body, v, self.client_id,
                                                                                         "127.0.0.1"), v)
         self.last_join = resp
         if resp.error_code in (0, 79):
@@ -136,12 +137,12 @@ class Client:
                    protocol_name=self.protocols[0][0] if version >= 5 else None,
                    assignments=[smt.SyncGroupRequestAssignment(member_id=m, assignment=a)
                                 for m, a in (assignments or {}).items()])
-        return roundtrip_response(ApiKey.SYNC_GROUP, await self.coord.handle_sync_group(body, version), version)
+        return roundtrip_response(ApiKey.SYNC_GROUP, await GroupApis(self.coord).handle_sync_group(body, version), version)
 
     async def heartbeat(self, version: int = 4) -> int:
         body = req(ApiKey.HEARTBEAT, group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
                    group_instance_id=self.instance_id)
-        resp = roundtrip_response(ApiKey.HEARTBEAT, await self.coord.handle_heartbeat(body, version), version)
+        resp = roundtrip_response(ApiKey.HEARTBEAT, await GroupApis(self.coord).handle_heartbeat(body, version), version)
         return resp.error_code
 
     async def leave(self, version: int = 5) -> Any:
@@ -149,7 +150,7 @@ class Client:
         body = lmt(group_id=self.group_id, member_id=self.member_id,
                    members=[lmt.MemberIdentity(member_id=self.member_id, group_instance_id=self.instance_id,
                                                reason="bye")])
-        return roundtrip_response(ApiKey.LEAVE_GROUP, await self.coord.handle_leave_group(body, version), version)
+        return roundtrip_response(ApiKey.LEAVE_GROUP, await GroupApis(self.coord).handle_leave_group(body, version), version)
 
     async def commit(self, offsets: dict[tuple[str, int], int], version: int = 9, generation: int | None = None,
                      member_id: str | None = None, metadata: str | None = "", retention_ms: int = -1) -> dict:
@@ -171,7 +172,7 @@ async def commit(coord: GroupCoordinator, group_id: str, offsets: dict[tuple[str
     body = cmt(group_id=group_id, generation_id_or_member_epoch=generation, member_id=member_id,
                group_instance_id=instance_id, retention_time_ms=retention_ms,
                topics=[cmt.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
-    resp = roundtrip_response(ApiKey.OFFSET_COMMIT, await coord.handle_offset_commit(body, version), version)
+    resp = roundtrip_response(ApiKey.OFFSET_COMMIT, await GroupApis(coord).handle_offset_commit(body, version), version)
     return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
 
@@ -186,7 +187,7 @@ async def fetch(coord: GroupCoordinator, group_id: str, tps: list[tuple[str, int
             by.setdefault(t, []).append(p)
         topics = [fmt.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by.items()]
     body = fmt(group_id=group_id, topics=topics, require_stable=require_stable)
-    resp = roundtrip_response(ApiKey.OFFSET_FETCH, await coord.handle_offset_fetch(body, version), version)
+    resp = roundtrip_response(ApiKey.OFFSET_FETCH, await GroupApis(coord).handle_offset_fetch(body, version), version)
     out = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
            for t in resp.topics for p in t.partitions}
     return resp.error_code, out

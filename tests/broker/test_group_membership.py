@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from broker.group_metadata import GroupState
+from broker.handlers_group import GroupApis
 from broker.offsets_topic_format import decode_group_metadata_value
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode as E
@@ -253,7 +254,7 @@ def test_leave_by_instance_id_and_unknown_members():
         body = lmt(group_id="g", members=[lmt.MemberIdentity(member_id="", group_instance_id="ia"),
                                           lmt.MemberIdentity(member_id="", group_instance_id="nope"),
                                           lmt.MemberIdentity(member_id="ghost", group_instance_id=None)])
-        resp = roundtrip_response(ApiKey.LEAVE_GROUP, await coord.handle_leave_group(body, 4), 4)
+        resp = roundtrip_response(ApiKey.LEAVE_GROUP, await GroupApis(coord).handle_leave_group(body, 4), 4)
         assert [m.error_code for m in resp.members] == [0, E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID]
         group = coord.get_group("g")
         assert group.size == 0
@@ -261,7 +262,7 @@ def test_leave_by_instance_id_and_unknown_members():
         assert group.state is GroupState.EMPTY  # the rebalance with nobody left completes at once
         # v0-2: one member, error at the top level.
         body = lmt(group_id="g", member_id="ghost")
-        resp = roundtrip_response(ApiKey.LEAVE_GROUP, await coord.handle_leave_group(body, 1), 1)
+        resp = roundtrip_response(ApiKey.LEAVE_GROUP, await GroupApis(coord).handle_leave_group(body, 1), 1)
         assert resp.error_code == E.UNKNOWN_MEMBER_ID
         await coord.close()
 
@@ -339,11 +340,11 @@ def test_not_coordinator_and_loading_and_unload():
         assert (await c.join_once()).error_code == E.NOT_COORDINATOR
         assert await c.heartbeat() == E.NOT_COORDINATOR
         p = coord.partition_for("g")
-        coord._loading.add(p)  # a load in progress
+        coord.manager.loading.add(p)  # a load in progress
         assert (await c.join_once()).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
         assert await c.heartbeat() == 0  # Kafka answers heartbeats blindly while loading
         assert (await c.sync()).error_code == E.REBALANCE_IN_PROGRESS
-        coord._loading.discard(p)
+        coord.manager.loading.discard(p)
         await coord.load_partition(p)
         assert coord.is_loaded(p)
         a = Client(coord, client_id="a", rebalance_timeout_ms=5000)
@@ -366,7 +367,7 @@ def test_describe_and_list_groups():
         coord = await loaded(make_coordinator())
         a, b = await _stable_group(coord, 2)
         dmt = request_type(ApiKey.DESCRIBE_GROUPS)
-        resp = await coord.handle_describe_groups(dmt(groups=["g", "missing"], include_authorized_operations=True), 5)
+        resp = await GroupApis(coord).handle_describe_groups(dmt(groups=["g", "missing"], include_authorized_operations=True), 5)
         resp = roundtrip_response(ApiKey.DESCRIBE_GROUPS, resp, 5)
         g, missing = resp.groups
         assert (g.error_code, g.group_state, g.protocol_type, g.protocol_data) == (0, "Stable", "consumer", "range")
@@ -386,7 +387,7 @@ def test_describe_and_list_groups():
             (5, lmt(types_filter=["classic"]), ["g"]),
             (5, lmt(types_filter=["consumer"]), []),
         ]:
-            resp = roundtrip_response(ApiKey.LIST_GROUPS, await coord.handle_list_groups(body, version), version)
+            resp = roundtrip_response(ApiKey.LIST_GROUPS, await GroupApis(coord).handle_list_groups(body, version), version)
             assert resp.error_code == 0
             assert [x.group_id for x in resp.groups] == expected, (version, body)
             if expected and version >= 4:
@@ -410,7 +411,7 @@ def test_join_response_versions_encode():
         jmt = request_type(ApiKey.JOIN_GROUP)
         for v in range(0, 10):
             body = jmt(group_id="", session_timeout_ms=1000, member_id="", protocol_type="consumer", protocols=[])
-            r = roundtrip_response(ApiKey.JOIN_GROUP, await coord.handle_join_group(body, v, "c", "h"), v)
+            r = roundtrip_response(ApiKey.JOIN_GROUP, await GroupApis(coord).handle_join_group(body, v, "c", "h"), v)
             assert r.error_code == E.INVALID_GROUP_ID
         await coord.close()
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from broker.group_coordinator import GroupCoordinator, GroupCoordinatorConfig
 from broker.group_metadata import GroupState
+from broker.handlers_group import GroupApis
 from broker.offsets_topic_format import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -111,7 +112,7 @@ def test_offset_fetch_v8_multi_group():
             fmt.OffsetFetchRequestGroup(group_id="", topics=None),
         ], require_stable=True)
         for v in (8, 9):
-            resp = roundtrip_response(ApiKey.OFFSET_FETCH, await coord.handle_offset_fetch(body, v), v)
+            resp = roundtrip_response(ApiKey.OFFSET_FETCH, await GroupApis(coord).handle_offset_fetch(body, v), v)
             ga, gb, gempty = resp.groups
             assert (ga.group_id, ga.error_code) == ("a", 0)
             assert [(p.partition_index, p.committed_offset) for t in ga.topics for p in t.partitions] == [(0, 1)]
@@ -193,7 +194,7 @@ def test_restart_rebuilds_groups_and_offsets():
         await s.sync({s.member_id: b"S"})
         await commit(coord, "deleted", {("u", 0): 1})
         dmt: Any = request_type(ApiKey.DELETE_GROUPS)
-        await coord.handle_delete_groups(dmt(groups_names=["deleted"]), 2)
+        await GroupApis(coord).handle_delete_groups(dmt(groups_names=["deleted"]), 2)
         await coord.close()
 
         # Another coordinator takes over the same partitions.
@@ -247,7 +248,7 @@ def test_delete_groups_rules():
         await c.leave()
         await asyncio.sleep(0.01)
         dmt: Any = request_type(ApiKey.DELETE_GROUPS)
-        resp = await coord.handle_delete_groups(dmt(groups_names=["busy", "idle", "was-busy", "never", "idle"]), 1)
+        resp = await GroupApis(coord).handle_delete_groups(dmt(groups_names=["busy", "idle", "was-busy", "never", "idle"]), 1)
         resp = roundtrip_response(ApiKey.DELETE_GROUPS, resp, 1)
         assert {r.group_id: r.error_code for r in resp.results} == {
             "busy": E.NON_EMPTY_GROUP, "idle": 0, "was-busy": 0, "never": E.GROUP_ID_NOT_FOUND}
@@ -277,7 +278,7 @@ def test_offset_delete_rules():
             return omt(group_id=group, topics=[omt.OffsetDeleteRequestTopic(name=t, partitions=ps)
                                                for t, ps in by.items()])
 
-        resp = roundtrip_response(ApiKey.OFFSET_DELETE, await coord.handle_offset_delete(
+        resp = roundtrip_response(ApiKey.OFFSET_DELETE, await GroupApis(coord).handle_offset_delete(
             body("g", [("t", 0), ("other", 0), ("missing", 0)]), 0), 0)
         assert resp.error_code == 0
         errs = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
@@ -285,12 +286,12 @@ def test_offset_delete_rules():
                         ("missing", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
         got = (await fetch(coord, "g", [("t", 0), ("other", 0)]))[1]
         assert got[("t", 0)][0] == 1 and got[("other", 0)][0] == -1
-        resp = await coord.handle_offset_delete(body("nope", [("t", 0)]), 0)
+        resp = await GroupApis(coord).handle_offset_delete(body("nope", [("t", 0)]), 0)
         assert resp.error_code == E.GROUP_ID_NOT_FOUND
         # Once the group is empty, everything may go.
         await c.leave()
         await asyncio.sleep(0.01)
-        resp = await coord.handle_offset_delete(body("g", [("t", 0)]), 0)
+        resp = await GroupApis(coord).handle_offset_delete(body("g", [("t", 0)]), 0)
         assert resp.error_code == 0 and resp.topics[0].partitions[0].error_code == 0
         await coord.close()
 
@@ -349,7 +350,7 @@ def test_transactional_offsets_commit_abort_and_reload():
                        member_id="", topics=[tmt.TxnOffsetCommitRequestTopic(name="t", partitions=[
                            tmt.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=off,
                                                                committed_metadata=None)])])
-            resp = roundtrip_response(ApiKey.TXN_OFFSET_COMMIT, await coord.handle_txn_offset_commit(body, version),
+            resp = roundtrip_response(ApiKey.TXN_OFFSET_COMMIT, await GroupApis(coord).handle_txn_offset_commit(body, version),
                                       version)
             return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
