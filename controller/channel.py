@@ -6,24 +6,22 @@ response arrived (LeaderAndIsr / UpdateMetadata / StopReplica must be applied in
 connection is re-established with exponential backoff and the request in flight is sent again;
 requests for a broker that is removed are dropped.
 
-Plain asyncio streams and the protocol package: a request frame is size + header + body, the
-response is matched by correlation id.
+Each broker's connection is a ``controller.network_client.NodeClient`` (the one client every outgoing
+connection uses: correlation ids, timeouts and reconnect backoff live there). Versions are pinned:
+each inter-broker API exists at exactly one version, spoken only between kafkette brokers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.network_client import ConnectionSettings, KafkaConnectionError, NodeClient
 from controller.zk_data import BrokerRegistration, EndPoint
-from protocol.framing import frame_size
-from protocol.messages import decode_response, encode_request
 from protocol.schema import Struct
 
 log = logging.getLogger(__name__)
@@ -64,17 +62,14 @@ class _QueueItem:
 class _BrokerChannel:
     broker_id: int
     endpoint: EndPoint
+    node: NodeClient
     queue: asyncio.Queue[_QueueItem] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
-    reader: asyncio.StreamReader | None = None
-    writer: asyncio.StreamWriter | None = None
-    connected: bool = False
     sent: int = 0
 
-
-async def read_frame(reader: asyncio.StreamReader, max_bytes: int = 100 * 1024 * 1024) -> bytes:
-    prefix = await reader.readexactly(4)
-    return await reader.readexactly(frame_size(prefix, max_bytes))
+    @property
+    def connected(self) -> bool:
+        return self.node.connected
 
 
 class ControllerChannelManager:
@@ -97,8 +92,14 @@ class ControllerChannelManager:
         self.backoff_max = reconnect_backoff_max_ms / 1000.0
         self.connect_timeout = connect_timeout_ms / 1000.0
         self._channels: dict[int, _BrokerChannel] = {}
-        self._correlation = itertools.count(1)
         self._running = False
+
+    def _settings(self, broker_id: int) -> ConnectionSettings:
+        # One request at a time per broker: LeaderAndIsr / UpdateMetadata / StopReplica apply in order.
+        return ConnectionSettings(client_id=f"controller-{self.controller_id}-to-broker-{broker_id}",
+                                  connect_timeout_s=self.connect_timeout, request_timeout_s=self.request_timeout,
+                                  max_in_flight=1, negotiate_versions=False, reconnect_backoff_s=self.backoff,
+                                  reconnect_backoff_max_s=self.backoff_max)
 
     # ------------------------------------------------------------------------------------------
 
@@ -132,7 +133,7 @@ class ControllerChannelManager:
             if ch.endpoint == ep:
                 return
             self._drop_channel(ch)
-        ch = _BrokerChannel(reg.broker_id, ep)
+        ch = _BrokerChannel(reg.broker_id, ep, NodeClient(ep.host, ep.port, self._settings(reg.broker_id)))
         self._channels[reg.broker_id] = ch
         if self._running:
             self._start_channel(ch)
@@ -207,68 +208,31 @@ class ControllerChannelManager:
     # ------------------------------------------------------------------------------------------
 
     def _close_conn(self, ch: _BrokerChannel) -> None:
-        if ch.writer is not None:
-            with contextlib.suppress(Exception):
-                ch.writer.close()
-        ch.reader = ch.writer = None
-        ch.connected = False
-
-    async def _connect(self, ch: _BrokerChannel) -> None:
-        delay = self.backoff
-        while True:
-            try:
-                ch.reader, ch.writer = await asyncio.wait_for(
-                    asyncio.open_connection(ch.endpoint.host, ch.endpoint.port), self.connect_timeout)
-                ch.connected = True
-                log.debug("controller %d connected to broker %d at %s:%d", self.controller_id, ch.broker_id,
-                          ch.endpoint.host, ch.endpoint.port)
-                return
-            except (TimeoutError, OSError) as e:
-                log.debug("controller %d: connecting to broker %d at %s:%d failed: %s", self.controller_id,
-                          ch.broker_id, ch.endpoint.host, ch.endpoint.port, e)
-                await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
-                delay = min(delay * 2, self.backoff_max)
+        ch.node.close()
 
     async def _send_loop(self, ch: _BrokerChannel) -> None:
-        client_id = f"controller-{self.controller_id}-to-broker-{ch.broker_id}"
         while True:
             item = await ch.queue.get()
-            delay = self.backoff
+            version = INTER_BROKER_VERSIONS[item.api_key]
             while True:
                 try:
-                    if not ch.connected:
-                        await self._connect(ch)
-                    resp = await self._roundtrip(ch, client_id, item)
+                    # NodeClient waits out the reconnect backoff before it connects again.
+                    resp = await ch.node.request(item.api_key, item.body, version=version)
                 except asyncio.CancelledError:
                     self._complete(ch.broker_id, item, None, ConnectionError("controller channel closed"))
                     raise
-                except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-                    log.info("controller %d: request (api %d) to broker %d failed: %r; reconnecting",
+                except KafkaConnectionError as e:  # includes timeouts and undecodable responses
+                    log.info("controller %d: request (api %d) to broker %d failed: %s; resending after reconnect",
                              self.controller_id, item.api_key, ch.broker_id, e)
-                    self._close_conn(ch)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.backoff_max)
                     continue
-                except Exception as e:  # undecodable response: give up on this request
-                    log.exception("controller %d: bad response from broker %d", self.controller_id, ch.broker_id)
-                    self._close_conn(ch)
+                except Exception as e:  # the request itself cannot be sent (encoding): give up on it
+                    log.exception("controller %d: cannot send api %d to broker %d", self.controller_id,
+                                  item.api_key, ch.broker_id)
                     self._complete(ch.broker_id, item, None, e)
                     break
                 ch.sent += 1
                 self._complete(ch.broker_id, item, resp, None)
                 break
-
-    async def _roundtrip(self, ch: _BrokerChannel, client_id: str, item: _QueueItem) -> Struct:
-        assert ch.writer is not None and ch.reader is not None
-        version = INTER_BROKER_VERSIONS[item.api_key]
-        corr = next(self._correlation) & 0x7FFFFFFF
-        ch.writer.write(encode_request(item.api_key, version, corr, client_id, item.body))
-        await ch.writer.drain()
-        frame = await asyncio.wait_for(read_frame(ch.reader), self.request_timeout)
-        got_corr, body = decode_response(item.api_key, version, frame)
-        if got_corr != corr:
-            raise ValueError(f"correlation id {got_corr} does not match request {corr}")
-        return body
 
     def describe(self) -> dict[int, dict[str, Any]]:
         return {bid: {"host": ch.endpoint.host, "port": ch.endpoint.port, "connected": ch.connected,

@@ -4,22 +4,25 @@ Partition leaders send AlterPartition (ISR changes) and a stopping broker sends 
 whichever broker is controller right now. The controller is found from ``/controller`` (kept current
 with a watch) and its registration under ``/brokers/ids``; when it moves, or the connection fails,
 the request goes again to the new controller until its deadline passes.
+
+The connection is a ``controller.network_client.NodeClient`` (the one outgoing client), at the
+pinned inter-broker versions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from typing import Any
 
-from controller.channel import INTER_BROKER_VERSIONS, inter_broker_endpoint, read_frame
+from controller.channel import INTER_BROKER_VERSIONS, inter_broker_endpoint
+from controller.network_client import ConnectionSettings, KafkaConnectionError, NodeClient
 from controller.zk_client import KafkaZkClient
 from controller.zk_data import EndPoint
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import decode_response, encode_request, new_request
+from protocol.messages import new_request
 from protocol.schema import Struct
 
 log = logging.getLogger(__name__)
@@ -44,12 +47,16 @@ class InterBrokerClient:
         self.request_timeout = request_timeout_ms / 1000.0
         self.retry_backoff = retry_backoff_ms / 1000.0
         self._controller: tuple[int, EndPoint] | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._node: NodeClient | None = None
         self._conn_to: tuple[int, EndPoint] | None = None
         self._lock = asyncio.Lock()
-        self._correlation = itertools.count(1)
         self._closed = False
+        # Requests go one at a time (the lock) and the deadline of each is the caller's, so the
+        # connection's own request timeout only needs to be long enough not to cut one short.
+        self._settings = ConnectionSettings(client_id=f"broker-{broker_id}-to-controller",
+                                            request_timeout_s=self.request_timeout, max_in_flight=1,
+                                            negotiate_versions=False, reconnect_backoff_s=self.retry_backoff,
+                                            reconnect_backoff_max_s=max(self.retry_backoff, 1.0))
 
     async def start(self) -> None:
         if self.loop is None:
@@ -96,10 +103,9 @@ class InterBrokerClient:
         return c[0] if c else None
 
     def _disconnect(self) -> None:
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                self._writer.close()
-        self._reader = self._writer = None
+        if self._node is not None:
+            self._node.close()
+        self._node = None
         self._conn_to = None
 
     # ------------------------------------------------------------------------------------------
@@ -125,22 +131,13 @@ class InterBrokerClient:
                     target = self._controller or await self._refresh_controller()
                     if target is None:
                         raise ConnectionError("no active controller")
-                    if self._writer is None or self._conn_to != target:
+                    if self._node is None or self._conn_to != target:
                         self._disconnect()
-                        self._reader, self._writer = await asyncio.wait_for(
-                            asyncio.open_connection(target[1].host, target[1].port), remaining)
+                        self._node = NodeClient(target[1].host, target[1].port, self._settings)
                         self._conn_to = target
-                    corr = next(self._correlation) & 0x7FFFFFFF
-                    assert self._writer is not None and self._reader is not None
-                    self._writer.write(encode_request(api_key, version, corr, f"broker-{self.broker_id}-to-controller",
-                                                      body))
-                    await self._writer.drain()
-                    frame = await asyncio.wait_for(read_frame(self._reader), max(0.001, deadline - self.loop.time()))
-                    got, resp = decode_response(api_key, version, frame)
-                    if got != corr:
-                        raise ConnectionError(f"correlation id mismatch ({got} != {corr})")
-                    return resp
-                except (TimeoutError, OSError, asyncio.IncompleteReadError, ConnectionError) as e:
+                    async with asyncio.timeout(remaining):
+                        return await self._node.request(api_key, body, version=version, timeout=remaining)
+                except (TimeoutError, OSError, ConnectionError, KafkaConnectionError) as e:
                     last_err = e
                     self._disconnect()
                     self._controller = None

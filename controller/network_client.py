@@ -1,0 +1,368 @@
+"""The asyncio wrapper around ``protocol.client_connection``: every outgoing connection a broker makes.
+
+The controller's channels to brokers, the broker's channel to the controller, replica fetchers,
+forwarding to the controller and the transaction coordinator's WriteTxnMarkers all use it (it lives
+in controller/ so that both controller/ and broker/ can). Three pieces:
+
+- ``KafkaConnection``: one socket as an ``asyncio.BufferedProtocol``. Received bytes land in the
+  frame reader's memory directly (a Fetch response's records are never copied after the kernel wrote
+  them). ``request()`` waits for a slot under the in-flight limit, sends, and waits for the matched
+  response. A request that times out closes the connection (as Kafka's ``NetworkClient`` does: the
+  responses still in the pipe would otherwise be matched to the wrong requests); whenever the
+  connection dies, every request in flight fails with ``KafkaConnectionError``.
+- ``NodeClient``: the connection to one address, opened on first use and re-opened after a failure
+  once the reconnect backoff has passed (``reconnect.backoff.ms`` doubling up to
+  ``reconnect.backoff.max.ms``, with +/-20% jitter as Kafka applies it).
+- ``ConnectionPool``: one ``NodeClient`` per address, for senders that talk to whichever broker
+  a partition or the controller is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.client_connection import (
+    AuthStep,
+    ClientConnection,
+    ConnectionReady,
+    InFlightRequest,
+    Response,
+)
+from protocol.exceptions import ProtocolError
+from protocol.schema import Struct
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConnectionPool", "ConnectionSettings", "KafkaConnection", "KafkaConnectionError", "NodeClient",
+           "RequestTimeoutError"]
+
+
+class KafkaConnectionError(ConnectionError):
+    """The connection failed, closed, or sent something that ended it; the request may not have run."""
+
+
+class RequestTimeoutError(KafkaConnectionError, TimeoutError):
+    """No response within the request timeout (``request.timeout.ms``); the connection was closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """How to open and use a connection (Kafka's client config names in the comments)."""
+
+    client_id: str
+    connect_timeout_s: float = 10.0  # socket.connection.setup.timeout.ms
+    request_timeout_s: float = 30.0  # request.timeout.ms
+    max_in_flight: int = 5  # max.in.flight.requests.per.connection
+    negotiate_versions: bool = True
+    version_caps: tuple[tuple[int, int], ...] = ()
+    reconnect_backoff_s: float = 0.05  # reconnect.backoff.ms
+    reconnect_backoff_max_s: float = 1.0  # reconnect.backoff.max.ms
+    auth_steps: tuple[AuthStep, ...] = ()
+    max_response_bytes: int = 1 << 30
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """One connected socket running the client state machine."""
+
+    def __init__(self, host: str, port: int, settings: ConnectionSettings) -> None:
+        self.host, self.port, self.settings = host, port, settings
+        self.sm = ClientConnection(settings.client_id, max_in_flight=settings.max_in_flight,
+                                   negotiate_versions=settings.negotiate_versions,
+                                   version_caps=dict(settings.version_caps), auth_steps=settings.auth_steps,
+                                   max_response_bytes=settings.max_response_bytes)
+        self.transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        self._ready: asyncio.Future[None] = self._loop.create_future()
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self.closed_error: BaseException | None = None
+
+    # -- opening ----------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, host: str, port: int, settings: ConnectionSettings) -> KafkaConnection:
+        """Connect, negotiate versions and authenticate, all within the connect timeout."""
+        loop = asyncio.get_running_loop()
+        conn: KafkaConnection | None = None
+
+        def factory() -> KafkaConnection:
+            nonlocal conn
+            conn = cls(host, port, settings)
+            return conn
+        try:
+            async with asyncio.timeout(settings.connect_timeout_s):
+                await loop.create_connection(factory, host, port)
+                assert conn is not None
+                await conn._ready
+        except TimeoutError:
+            if conn is not None:
+                conn.close(KafkaConnectionError(f"connection setup to {host}:{port} timed out"))
+            raise KafkaConnectionError(f"connecting to {host}:{port} timed out after "
+                                       f"{settings.connect_timeout_s:.1f}s") from None
+        except OSError as e:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
+        except BaseException:
+            if conn is not None:
+                conn.close(KafkaConnectionError("connection setup abandoned"))
+            raise
+        assert conn is not None
+        return conn
+
+    # -- asyncio.BufferedProtocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        with contextlib.suppress(OSError, AttributeError):
+            import socket
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._handle(self.sm.start())
+        self._flush()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        try:
+            return self.sm.get_buffer()
+        except ProtocolError as e:  # an oversized frame found earlier: the stream cannot continue
+            self.close(KafkaConnectionError(str(e)))
+            return memoryview(bytearray(1 << 16))
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.sm.closed:
+            return
+        try:
+            events = self.sm.buffer_updated(nbytes)
+        except ProtocolError as e:
+            log.warning("closing connection to %s:%d: %s", self.host, self.port, e)
+            self.close(KafkaConnectionError(f"bad response from {self.host}:{self.port}: {e}"))
+            return
+        except Exception as e:  # an authentication step failed
+            self.close(KafkaConnectionError(f"connection setup with {self.host}:{self.port} failed: {e}"))
+            return
+        self._handle(events)
+        self._flush()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost fails what is in flight
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close(KafkaConnectionError(f"connection to {self.host}:{self.port} lost"
+                                        + (f": {exc}" if exc else "")))
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+        self._drain_waiter = None
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self.sm.closed
+
+    @property
+    def is_ready(self) -> bool:
+        return self.sm.is_ready
+
+    def version(self, api_key: int, cap: int | None = None) -> int:
+        return self.sm.version(api_key, cap)
+
+    async def request(self, api_key: int, body: Struct, *, version: int | None = None,
+                      timeout: float | None = None) -> Struct:
+        """Send and wait for the response body (``timeout`` None: the request timeout)."""
+        fut = await self.send(api_key, body, version=version)
+        assert fut is not None
+        t = self.settings.request_timeout_s if timeout is None else timeout
+        try:
+            async with asyncio.timeout(t):
+                return await asyncio.shield(fut)
+        except TimeoutError:
+            err = RequestTimeoutError(f"no response from {self.host}:{self.port} to api key {api_key} "
+                                      f"within {t:.1f}s")
+            self.close(err)
+            raise err from None
+
+    async def send(self, api_key: int, body: Struct, *, version: int | None = None,
+                   expect_response: bool = True) -> asyncio.Future[Struct] | None:
+        """Queue a request once a slot is free; returns the future of its response body."""
+        while not self.sm.can_send and expect_response:
+            self._raise_if_closed()
+            waiter = self._loop.create_future()
+            self._slot_waiters.append(waiter)
+            await waiter
+        self._raise_if_closed()
+        fut: asyncio.Future[Struct] | None = self._loop.create_future() if expect_response else None
+        self.sm.send(api_key, body, version=version, expect_response=expect_response, token=fut)
+        self._flush()
+        if self._paused:
+            if self._drain_waiter is None:
+                self._drain_waiter = self._loop.create_future()
+            await asyncio.shield(self._drain_waiter)
+        return fut
+
+    def close(self, reason: BaseException | None = None) -> None:
+        if self.closed_error is None:
+            self.closed_error = reason or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        lost = self.sm.close(self.closed_error)
+        self._fail(lost, self.closed_error)
+        if not self._ready.done():
+            self._ready.set_exception(self.closed_error)
+            self._ready.exception()  # retrieved: nobody may be waiting any more
+        for w in self._slot_waiters:
+            if not w.done():
+                w.set_result(None)  # the waiter re-checks and raises
+        self._slot_waiters.clear()
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _raise_if_closed(self) -> None:
+        if self.sm.closed:
+            raise KafkaConnectionError(str(self.closed_error or f"connection to {self.host}:{self.port} closed"))
+
+    def _flush(self) -> None:
+        data = self.sm.data_to_send()
+        if data and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def _handle(self, events: list[Any]) -> None:
+        for ev in events:
+            if isinstance(ev, Response):
+                fut = ev.token
+                if fut is not None and not fut.done():
+                    fut.set_result(ev.body)
+                self._wake_one()
+            elif isinstance(ev, ConnectionReady) and not self._ready.done():
+                self._ready.set_result(None)
+
+    def _wake_one(self) -> None:
+        while self._slot_waiters:
+            w = self._slot_waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                return
+
+    @staticmethod
+    def _fail(lost: list[InFlightRequest], err: BaseException) -> None:
+        for r in lost:
+            fut = r.token
+            if fut is not None and not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # a caller that gave up (cancelled) must not log "never retrieved"
+
+
+class NodeClient:
+    """The connection to one address: opened on first use, re-opened after failures with backoff."""
+
+    def __init__(self, host: str, port: int, settings: ConnectionSettings) -> None:
+        self.host, self.port, self.settings = host, port, settings
+        self._conn: KafkaConnection | None = None
+        self._connecting: asyncio.Future[KafkaConnection] | None = None
+        self._failures = 0
+        self._next_attempt = 0.0
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    def backoff(self) -> float:
+        """Kafka's exponential reconnect backoff with +/-20% jitter for the current failure count."""
+        s = self.settings
+        base = min(s.reconnect_backoff_s * (2 ** max(self._failures - 1, 0)), s.reconnect_backoff_max_s)
+        return base * (0.8 + 0.4 * random.random())
+
+    async def connection(self) -> KafkaConnection:
+        if self._closed:
+            raise KafkaConnectionError(f"client for {self.host}:{self.port} is closed")
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._connect())
+        return await asyncio.shield(self._connecting)
+
+    async def _connect(self) -> KafkaConnection:
+        loop = asyncio.get_running_loop()
+        wait = self._next_attempt - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            conn = await KafkaConnection.open(self.host, self.port, self.settings)
+        except BaseException:
+            self._failures += 1
+            self._next_attempt = loop.time() + self.backoff()
+            raise
+        if self._closed:
+            conn.close()
+            raise KafkaConnectionError(f"client for {self.host}:{self.port} is closed")
+        self._failures = 0
+        self._conn = conn
+        return conn
+
+    async def request(self, api_key: int, body: Struct, *, version: int | None = None,
+                      timeout: float | None = None) -> Struct:
+        conn = await self.connection()
+        try:
+            return await conn.request(api_key, body, version=version, timeout=timeout)
+        except KafkaConnectionError:
+            self._note_failure(conn)
+            raise
+
+    def _note_failure(self, conn: KafkaConnection) -> None:
+        if self._conn is conn:
+            self._conn = None
+            self._failures += 1
+            self._next_attempt = asyncio.get_running_loop().time() + self.backoff()
+
+    def disconnect(self, reason: str = "disconnected") -> None:
+        """Close the current connection (requests in flight fail); the next request reconnects."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close(KafkaConnectionError(f"connection to {self.host}:{self.port} {reason}"))
+
+    def close(self) -> None:
+        self._closed = True
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+        self.disconnect("closed")
+
+
+class ConnectionPool:
+    """One ``NodeClient`` per (host, port)."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self.settings = settings
+        self._nodes: dict[tuple[str, int], NodeClient] = {}
+
+    def node(self, host: str, port: int) -> NodeClient:
+        n = self._nodes.get((host, port))
+        if n is None:
+            n = self._nodes[(host, port)] = NodeClient(host, port, self.settings)
+        return n
+
+    async def request(self, host: str, port: int, api_key: int, body: Struct, *, version: int | None = None,
+                      timeout: float | None = None) -> Struct:
+        return await self.node(host, port).request(api_key, body, version=version, timeout=timeout)
+
+    def addresses(self) -> Sequence[tuple[str, int]]:
+        return list(self._nodes)
+
+    def close(self) -> None:
+        for n in self._nodes.values():
+            n.close()
+        self._nodes.clear()
