@@ -24,6 +24,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from collections.abc import Iterator
 from enum import IntEnum
 
 import cramjam
@@ -33,10 +34,14 @@ import zstandard
 from protocol.exceptions import CorruptRecordError
 
 __all__ = [
+    "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "CompressionType",
+    "DecompressedTooLargeError",
+    "DecompressionError",
     "compress",
     "decompress",
+    "iter_decompress",
 ]
 
 
@@ -59,6 +64,9 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK_SIZE = 32 * 1024
 _INT32 = struct.Struct(">i")
+# snappy-java writes blocks of 32 KiB input; raw snappy expands a block at most by its own length
+# prefix's value, which is checked first. librdkafka's single raw block is bounded by the stream's.
+_MAX_SNAPPY_BLOCK_OUTPUT = 4 * 1024 * 1024
 
 
 def compress(codec: int, data: bytes | bytearray | memoryview, *, level: int | None = None) -> bytes:
@@ -88,44 +96,81 @@ def compress(codec: int, data: bytes | bytearray | memoryview, *, level: int | N
     raise ValueError(f"unknown compression codec id {codec!r}")
 
 
+class DecompressionError(CorruptRecordError):
+    """Compressed data that its codec cannot decode. ``truncated`` when the data just ends early."""
+
+    def __init__(self, message: str, *, truncated: bool = False) -> None:
+        super().__init__(message)
+        self.truncated = truncated
+
+
+class DecompressedTooLargeError(CorruptRecordError):
+    """Compressed data that would decompress past the caller's bound (a compression bomb)."""
+
+
+#: Output size of one step of :func:`iter_decompress`: big enough that per-chunk Python overhead
+#: vanishes against the codec's work, small enough that a stream costs little memory at any moment.
+DEFAULT_CHUNK_SIZE = 256 * 1024
+
+
 def decompress(
     codec: int, data: bytes | bytearray | memoryview, *, max_output_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
 ) -> bytes:
     """Decompress a records section; raises ``CorruptRecordError`` on any malformed input.
 
-    Output longer than ``max_output_size`` bytes is treated as corrupt too.
+    Output longer than ``max_output_size`` bytes raises ``DecompressedTooLargeError``.
     """
+    if codec == CompressionType.NONE:
+        return bytes(data)
+    out = bytearray()
+    for chunk in iter_decompress(codec, data, max_output_size=max_output_size):
+        out += chunk
+    return bytes(out)
+
+
+def iter_decompress(
+    codec: int,
+    data: bytes | bytearray | memoryview,
+    *,
+    max_output_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> Iterator[bytes]:
+    """Decompress as a stream: yields chunks of about ``chunk_size`` bytes (never much more).
+
+    The codec never produces more than a chunk ahead of the consumer, so a caller that stops early
+    (it has seen enough to reject the data) pays for what it read and no more, and a compression
+    bomb costs at most ``max_output_size`` bytes of work before ``DecompressedTooLargeError``.
+    Malformed or truncated input raises ``DecompressionError``.
+    """
+    if codec == CompressionType.GZIP:
+        gen = _gzip_stream(data, chunk_size)
+    elif codec == CompressionType.SNAPPY:
+        gen = _snappy_stream(data, chunk_size, max_output_size)
+    elif codec == CompressionType.LZ4:
+        gen = _lz4_stream(data, chunk_size)
+    elif codec == CompressionType.ZSTD:
+        gen = _zstd_stream(data, chunk_size)
+    elif codec == CompressionType.NONE:
+        gen = iter((bytes(data),))
+    else:
+        raise DecompressionError(f"unknown compression codec id {codec}")
+    total = 0
+    name = _codec_name(codec)
     try:
-        if codec == CompressionType.NONE:
-            out = bytes(data)
-        elif codec == CompressionType.GZIP:
-            out = _gzip_decode(data, max_output_size)
-        elif codec == CompressionType.SNAPPY:
-            out = _snappy_decode(data, max_output_size)
-        elif codec == CompressionType.LZ4:
-            out = _lz4_decode(data, max_output_size)
-        elif codec == CompressionType.ZSTD:
-            out = _zstd_decode(data, max_output_size)
-        else:
-            raise CorruptRecordError(f"unknown compression codec id {codec}")
+        for chunk in gen:
+            total += len(chunk)
+            if total > max_output_size:
+                raise DecompressedTooLargeError(f"{name} data decompresses to more than {max_output_size} bytes")
+            if chunk:
+                yield chunk
     except CorruptRecordError:
         raise
-    except (
-        zlib.error,
-        cramjam.DecompressionError,
-        zstandard.ZstdError,
-        RuntimeError,
-        ValueError,
-        EOFError,
-    ) as exc:
+    except (zlib.error, cramjam.DecompressionError, zstandard.ZstdError, RuntimeError, ValueError,
+            EOFError) as exc:
         # lz4.frame reports bad frames as RuntimeError; the others have their own error types.
-        name = _codec_name(codec)
-        raise CorruptRecordError(f"invalid {name} compressed data: {exc}") from exc
-    if len(out) > max_output_size:
-        raise CorruptRecordError(
-            f"{_codec_name(codec)} data decompresses to more than {max_output_size} bytes"
-        )
-    return out
+        raise DecompressionError(f"invalid {name} compressed data: {exc}") from exc
+    finally:
+        gen.close()
 
 
 def _codec_name(codec: int) -> str:
@@ -135,28 +180,23 @@ def _codec_name(codec: int) -> str:
         return f"codec {codec}"
 
 
-def _too_big(codec: str, limit: int) -> CorruptRecordError:
-    return CorruptRecordError(f"{codec} data decompresses to more than {limit} bytes")
-
-
-def _gzip_decode(data: bytes | bytearray | memoryview, limit: int) -> bytes:
-    out = bytearray()
+def _gzip_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterator[bytes]:
     rest: bytes | memoryview = memoryview(data)
     while True:
         # 16 + MAX_WBITS: gzip wrapper only, as Kafka specifies.
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        chunk = d.decompress(rest, limit + 1 - len(out))
-        out += chunk
+        yield d.decompress(rest, chunk_size)
         while d.unconsumed_tail:
-            if len(out) > limit:
-                raise _too_big("gzip", limit)
-            out += d.decompress(d.unconsumed_tail, limit + 1 - len(out))
-        if len(out) > limit:
-            raise _too_big("gzip", limit)
+            yield d.decompress(d.unconsumed_tail, chunk_size)
         if not d.eof:
-            raise CorruptRecordError("gzip data is truncated")
+            # All input taken yet the member is open: maybe the codec holds output back.
+            while not d.eof:
+                tail = d.decompress(b"", chunk_size)
+                if not tail:
+                    raise DecompressionError("gzip data is truncated", truncated=True)
+                yield tail
         if not d.unused_data:
-            return bytes(out)
+            return
         # Another member follows (concatenated gzip streams are legal).
         rest = d.unused_data
 
@@ -174,72 +214,110 @@ def _xerial_encode(data: bytes | bytearray | memoryview) -> bytes:
 def _snappy_raw(block: bytes | memoryview, limit: int) -> bytes:
     # The raw format starts with the uncompressed length: check it before allocating.
     if cramjam.snappy.decompress_raw_len(block) > limit:
-        raise _too_big("snappy", limit)
+        raise DecompressedTooLargeError(f"snappy block decompresses to more than {limit} bytes")
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def _snappy_decode(data: bytes | bytearray | memoryview, limit: int) -> bytes:
+def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit: int) -> Iterator[bytes]:
+    # Raw snappy holds its length up front and xerial blocks are at most 32 KiB of input each
+    # (snappy-java's writer); a block's declared length is checked before it is decoded, so no
+    # block can make us allocate more than the bound of the whole stream allows.
     view = memoryview(data)
     if view[:8] != _XERIAL_MAGIC:
-        return _snappy_raw(view, limit)
+        yield _snappy_raw(view, limit)
+        return
     if len(view) < 16:
-        raise CorruptRecordError("xerial snappy header is truncated")
-    out = bytearray()
+        raise DecompressionError("xerial snappy header is truncated", truncated=True)
     pos = 16
     end = len(view)
     while pos < end:
         if end - pos < 4:
-            raise CorruptRecordError("xerial snappy block length is truncated")
+            raise DecompressionError("xerial snappy block length is truncated", truncated=True)
         (size,) = _INT32.unpack_from(view, pos)
         pos += 4
         if size < 0 or size > end - pos:
-            raise CorruptRecordError(
-                f"xerial snappy block length {size} exceeds the remaining {end - pos} bytes"
-            )
-        out += _snappy_raw(view[pos : pos + size], limit - len(out))
+            raise DecompressionError(
+                f"xerial snappy block length {size} exceeds the remaining {end - pos} bytes", truncated=size > 0)
+        yield _snappy_raw(view[pos : pos + size], min(limit, max(chunk_size, _MAX_SNAPPY_BLOCK_OUTPUT)))
         pos += size
-    return bytes(out)
 
 
-def _lz4_decode(data: bytes | bytearray | memoryview, limit: int) -> bytes:
-    out = bytearray()
+def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterator[bytes]:
     rest: bytes | memoryview = memoryview(data)
     while True:
         d = lz4.frame.LZ4FrameDecompressor()
-        out += d.decompress(rest, max_length=limit + 1 - len(out))
+        yield d.decompress(rest, max_length=chunk_size)
         while not d.needs_input and not d.eof:
-            if len(out) > limit:
-                raise _too_big("lz4", limit)
-            out += d.decompress(b"", max_length=limit + 1 - len(out))
-        if len(out) > limit:
-            raise _too_big("lz4", limit)
+            yield d.decompress(b"", max_length=chunk_size)
         if not d.eof:
-            raise CorruptRecordError("lz4 frame is truncated")
+            raise DecompressionError("lz4 frame is truncated", truncated=True)
         if not d.unused_data:
-            return bytes(out)
+            return
         rest = d.unused_data
 
 
-def _zstd_decode(data: bytes | bytearray | memoryview, limit: int) -> bytes:
-    # zstandard's stream_reader stops silently at a truncated frame and decompressobj has no output
-    # bound, so feed decompressobj slices small enough that even the best possible ratio (one RLE
-    # block: 4 bytes in, 128 KiB out) cannot overshoot the remaining budget by much, and check
-    # ``eof`` to catch truncation. Real batches compress far less, so the slices stay large.
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_BLOCK_MAX = 128 * 1024
+_UINT32_LE = struct.Struct("<I")
+
+
+def _zstd_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterator[bytes]:
+    # zstandard's decompressobj has no output bound and its stream_reader stops silently at a
+    # truncated frame. So we walk the frame's block headers ourselves (each block says how much it
+    # can produce: raw and RLE blocks their size, compressed ones at most 128 KiB) and feed the
+    # decompressor runs of whole blocks whose output fits in a chunk; ``eof`` catches truncation.
     view = memoryview(data)
     end = len(view)
-    out = bytearray()
+    if end == 0:
+        raise DecompressionError("zstd data is empty", truncated=True)
     pos = 0
-    while True:
+    while pos < end:
+        if end - pos < 4:
+            raise DecompressionError("zstd frame magic is truncated", truncated=True)
+        (magic,) = _UINT32_LE.unpack_from(view, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
+            if end - pos < 8:
+                raise DecompressionError("zstd skippable frame is truncated", truncated=True)
+            pos += 8 + _UINT32_LE.unpack_from(view, pos + 4)[0]
+            if pos > end:
+                raise DecompressionError("zstd skippable frame is truncated", truncated=True)
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise DecompressionError(f"unknown zstd frame magic {magic:#x}")
+        if end - pos < 5:
+            raise DecompressionError("zstd frame header is truncated", truncated=True)
+        descriptor = view[pos + 4]
+        fcs_flag = descriptor >> 6
+        single_segment = (descriptor >> 5) & 1
+        has_checksum = (descriptor >> 2) & 1
+        header = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+        header += (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
         d = zstandard.ZstdDecompressor().decompressobj()
-        while not d.eof:
-            if pos >= end:
-                raise CorruptRecordError("zstd frame is truncated")
-            step = max(64, (limit - len(out)) >> 17)
-            out += d.decompress(view[pos : pos + step])
-            pos = min(pos + step, end)
-            if len(out) > limit:
-                raise _too_big("zstd", limit)
-        # Whatever the last slice held past the frame end starts the next frame.
-        pos -= len(d.unused_data)
-        if pos >= end:
-            return bytes(out)
+        feed_start = pos
+        pos += header
+        budget = 0
+        last = False
+        while not last:
+            if end - pos < 3:
+                raise DecompressionError("zstd block header is truncated", truncated=True)
+            block = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            last = bool(block & 1)
+            kind = (block >> 1) & 3
+            size = block >> 3
+            if kind == 3:
+                raise DecompressionError("zstd block of the reserved type")
+            produced = min(size, _ZSTD_BLOCK_MAX) if kind != 2 else _ZSTD_BLOCK_MAX
+            pos += 3 + (1 if kind == 1 else size)
+            if pos > end:
+                raise DecompressionError("zstd block is truncated", truncated=True)
+            if last and has_checksum:
+                pos += 4
+                if pos > end:
+                    raise DecompressionError("zstd frame checksum is truncated", truncated=True)
+            budget += produced
+            if budget >= chunk_size or last:
+                yield d.decompress(view[feed_start:pos])
+                feed_start = pos
+                budget = 0
+        if not d.eof:
+            raise DecompressionError("zstd frame is truncated", truncated=True)
