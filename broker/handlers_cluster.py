@@ -5,19 +5,20 @@ Clients normally send these to the controller (Metadata names it). The broker th
 controller answers from its KafkaController; any other broker forwards the request, at the client's
 version, to the controller it learned of from UpdateMetadata and relays the answer. When no controller
 can be reached the client gets NOT_CONTROLLER (retriable: it refreshes metadata and tries again).
+
+Forwarding keeps one pooled connection to the controller (``controller.network_client``), so
+responses are matched by correlation id and the connection is not re-opened per request.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from controller.channel import read_frame
+from controller.network_client import ConnectionPool, ConnectionSettings, KafkaConnectionError
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import decode_response, encode_request, response_type
+from protocol.messages import response_type
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -49,6 +50,11 @@ def _not_controller(api_key: int, body: Any) -> Any:
 class ClusterHandlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # Requests are forwarded at the client's own version, so versions are given, not negotiated.
+        # A reassignment or election may take the controller a while: several can be in flight.
+        self.pool = ConnectionPool(ConnectionSettings(
+            client_id=f"broker-{broker.broker_id}-forward", request_timeout_s=FORWARD_TIMEOUT_S,
+            negotiate_versions=False, max_in_flight=5))
 
     def _active_controller(self) -> Any:
         ctrl = self.broker.services.get("controller")
@@ -63,22 +69,11 @@ class ClusterHandlers:
         ep = self.broker.metadata.endpoint(controller_id, self.broker.inter_broker_listener)
         if ep is None:
             return _not_controller(hdr.api_key, req.body)
-        writer = None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(ep[0], ep[1]), 10.0)
-            writer.write(encode_request(hdr.api_key, hdr.api_version, 1, f"broker-{self.broker.broker_id}-forward",
-                                        req.body))
-            await writer.drain()
-            frame = await asyncio.wait_for(read_frame(reader), FORWARD_TIMEOUT_S)
-            _corr, body = decode_response(hdr.api_key, hdr.api_version, frame)
-            return body
-        except (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as e:
+            return await self.pool.request(ep[0], ep[1], hdr.api_key, req.body, version=hdr.api_version)
+        except (OSError, TimeoutError, KafkaConnectionError) as e:
             log.info("forwarding api key %d to controller %d failed: %r", hdr.api_key, controller_id, e)
             return _not_controller(hdr.api_key, req.body)
-        finally:
-            if writer is not None:
-                with contextlib.suppress(Exception):
-                    writer.close()
 
     async def elect_leaders(self, conn: Connection, req: Request) -> Any:
         ctrl = self._active_controller()
@@ -101,6 +96,13 @@ class ClusterHandlers:
 
 def register(broker: Broker) -> None:
     h = ClusterHandlers(broker)
+    broker.services["forwarding_pool"] = h.pool
     broker.apis.register(ApiKey.ELECT_LEADERS, h.elect_leaders)
     broker.apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, h.alter_partition_reassignments)
     broker.apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, h.list_partition_reassignments)
+
+
+def unregister(broker: Broker) -> None:
+    pool = broker.services.pop("forwarding_pool", None)
+    if pool is not None:
+        pool.close()

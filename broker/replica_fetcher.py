@@ -17,10 +17,10 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from controller.channel import read_frame
+from controller.network_client import ConnectionSettings, KafkaConnectionError, NodeClient
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import decode_response, encode_request, request_type
+from protocol.messages import request_type
 from protocol.records import iter_batches
 
 if TYPE_CHECKING:
@@ -44,35 +44,6 @@ class FetchState:
     last_error: int = 0  # the previous fetch's error for this partition (logged when it changes)
 
 
-class LeaderConnection:
-    """One connection to a leader broker's inter-broker listener, one request at a time."""
-
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
-        self.host, self.port, self.client_id, self.timeout_s = host, port, client_id, timeout_s
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.correlation = 0
-
-    async def request(self, api_key: int, version: int, body: Any, extra_wait_s: float = 0.0) -> Any:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                              self.timeout_s)
-        assert self.reader is not None
-        self.correlation = (self.correlation + 1) & 0x7FFFFFFF
-        self.writer.write(encode_request(api_key, version, self.correlation, self.client_id, body))
-        await self.writer.drain()
-        frame = await asyncio.wait_for(read_frame(self.reader), self.timeout_s + extra_wait_s)
-        corr, resp = decode_response(api_key, version, memoryview(bytearray(frame)))
-        if corr != self.correlation:
-            raise ConnectionError(f"correlation id {corr} does not match request {self.correlation}")
-        return resp
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
 class ReplicaFetcher:
     """Replicates the partitions this broker follows whose leader is ``leader_id``."""
 
@@ -82,7 +53,7 @@ class ReplicaFetcher:
         self.partitions: dict[TP, FetchState] = {}
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        self.conn: LeaderConnection | None = None
+        self.conn: NodeClient | None = None
         cfg = broker.config
         self.max_wait_ms = cfg.get("replica.fetch.wait.max.ms")
         self.min_bytes = cfg.get("replica.fetch.min.bytes")
@@ -101,6 +72,7 @@ class ReplicaFetcher:
                 await self.task
         if self.conn is not None:
             self.conn.close()
+            self.conn = None
 
     def add(self, tp: TP, leader_epoch: int) -> None:
         self.partitions[tp] = FetchState(leader_epoch)
@@ -118,13 +90,18 @@ class ReplicaFetcher:
             return None
         return p
 
-    async def _connection(self) -> LeaderConnection:
+    async def _connection(self) -> NodeClient:
         if self.conn is None:
             ep = self.broker.metadata.endpoint(self.leader_id, self.broker.inter_broker_listener)
             if ep is None:
                 raise ConnectionError(f"no endpoint known for leader {self.leader_id}")
-            self.conn = LeaderConnection(ep[0], ep[1], f"replica-fetcher-{self.broker.broker_id}-{self.leader_id}",
-                                         self.timeout_s)
+            # Versions pinned (no ApiVersions round trip): the leader is a kafkette broker. One request
+            # at a time: the fetcher waits for each response before building the next fetch.
+            self.conn = NodeClient(ep[0], ep[1], ConnectionSettings(
+                client_id=f"replica-fetcher-{self.broker.broker_id}-{self.leader_id}",
+                connect_timeout_s=self.timeout_s, request_timeout_s=self.timeout_s, max_in_flight=1,
+                negotiate_versions=False, reconnect_backoff_s=self.backoff_s,
+                reconnect_backoff_max_s=max(self.backoff_s, 1.0)))
         return self.conn
 
     async def _run(self) -> None:
@@ -146,7 +123,7 @@ class ReplicaFetcher:
                 await self._fetch(ready)
             except asyncio.CancelledError:
                 raise
-            except (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as e:
+            except (OSError, TimeoutError, ConnectionError, KafkaConnectionError) as e:
                 log.info("[ReplicaFetcher leader=%d] connection problem: %r; retrying", self.leader_id, e)
                 if self.conn is not None:
                     self.conn.close()
@@ -183,7 +160,7 @@ class ReplicaFetcher:
         body = _EPOCH_REQ(replica_id=self.broker.broker_id, topics=[
             _EPOCH_REQ.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         conn = await self._connection()
-        resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body)
+        resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version=EPOCH_VERSION)
         for topic in resp.topics:
             for r in topic.partitions:
                 tp = (topic.topic, r.partition)
@@ -244,7 +221,9 @@ class ReplicaFetcher:
                           topics=[_FETCH_REQ.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
                           forgotten_topics_data=[], rack_id=self.broker.config.get("broker.rack") or "")
         conn = await self._connection()
-        resp = await conn.request(ApiKey.FETCH, FETCH_VERSION, body, extra_wait_s=self.max_wait_ms / 1000.0)
+        # The leader may hold the fetch for max_wait_ms before it answers.
+        resp = await conn.request(ApiKey.FETCH, body, version=FETCH_VERSION,
+                                  timeout=self.timeout_s + self.max_wait_ms / 1000.0)
         loop = asyncio.get_running_loop()
         for topic in resp.responses:
             for pd in topic.partitions:

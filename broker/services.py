@@ -54,6 +54,9 @@ async def start_services(broker: Broker) -> None:
 
 
 async def stop_services(broker: Broker) -> None:
+    from broker import handlers_cluster
+
+    handlers_cluster.unregister(broker)  # the pooled forwarding connection to the controller
     fetchers = broker.services.pop("replica_fetchers", None)
     if fetchers is not None:
         await fetchers.shutdown()

@@ -907,8 +907,15 @@ class BrokerMarkerSender:
     """WriteTxnMarkers to partition leaders: written directly when we lead, else over the inter-broker listener."""
 
     def __init__(self, broker: Any) -> None:
+        from controller.network_client import ConnectionPool, ConnectionSettings
+
         self.broker = broker
-        self._idle: dict[tuple[str, int], list[Any]] = {}
+        # Each WriteTxnMarkers waits on the leader for acks=all, and a broker serves a connection's
+        # requests one at a time: markers of concurrent transactions use up to 4 connections per
+        # leader instead of queueing behind each other.
+        self._pool = ConnectionPool(ConnectionSettings(
+            client_id=f"txn-coordinator-{broker.broker_id}", negotiate_versions=False, max_in_flight=1,
+            request_timeout_s=broker.config.get("request.timeout.ms") / 1000.0 + 5.0), connections_per_node=4)
 
     def leader_of(self, tp: TP) -> int | None:
         md = self.broker.metadata
@@ -931,7 +938,6 @@ class BrokerMarkerSender:
 
     async def _remote(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, partitions: list[TP]) -> dict[TP, ErrorCode]:
-        from broker.replica_fetcher import LeaderConnection
         from protocol.api_versions import ApiKey
         from protocol.messages import request_type
 
@@ -946,20 +952,7 @@ class BrokerMarkerSender:
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[mt.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
             coordinator_epoch=coordinator_epoch)])
-        key = (ep[0], ep[1])
-        idle = self._idle.setdefault(key, [])
-        timeout_s = self.broker.config.get("request.timeout.ms") / 1000.0 + 5.0
-        conn = idle.pop() if idle else LeaderConnection(ep[0], ep[1], f"txn-coordinator-{self.broker.broker_id}",
-                                                        timeout_s)
-        try:
-            resp = await conn.request(ApiKey.WRITE_TXN_MARKERS, 1, body)
-        except BaseException:
-            conn.close()
-            raise
-        if len(idle) < 4:
-            idle.append(conn)
-        else:
-            conn.close()
+        resp = await self._pool.request(ep[0], ep[1], ApiKey.WRITE_TXN_MARKERS, body, version=1)
         out: dict[TP, ErrorCode] = {}
         for m in resp.markers:
             if m.producer_id != producer_id:
@@ -970,10 +963,7 @@ class BrokerMarkerSender:
         return out
 
     def close(self) -> None:
-        for conns in self._idle.values():
-            for c in conns:
-                c.close()
-        self._idle.clear()
+        self._pool.close()
 
 
 async def register(broker: Any) -> TransactionCoordinator:

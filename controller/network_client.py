@@ -276,6 +276,7 @@ class NodeClient:
         self._failures = 0
         self._next_attempt = 0.0
         self._closed = False
+        self.outstanding = 0  # requests issued through this client and not yet finished
 
     @property
     def connected(self) -> bool:
@@ -316,12 +317,16 @@ class NodeClient:
 
     async def request(self, api_key: int, body: Struct, *, version: int | None = None,
                       timeout: float | None = None) -> Struct:
-        conn = await self.connection()
+        self.outstanding += 1
         try:
-            return await conn.request(api_key, body, version=version, timeout=timeout)
-        except KafkaConnectionError:
-            self._note_failure(conn)
-            raise
+            conn = await self.connection()
+            try:
+                return await conn.request(api_key, body, version=version, timeout=timeout)
+            except KafkaConnectionError:
+                self._note_failure(conn)
+                raise
+        finally:
+            self.outstanding -= 1
 
     def _note_failure(self, conn: KafkaConnection) -> None:
         if self._conn is conn:
@@ -343,17 +348,26 @@ class NodeClient:
 
 
 class ConnectionPool:
-    """One ``NodeClient`` per (host, port)."""
+    """``NodeClient``s per (host, port): one, or up to ``connections_per_node`` when requests wait.
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+    A broker answers one connection's requests one at a time, in order; a sender whose requests each
+    wait on the server (WriteTxnMarkers waits for acks=all) opens more connections rather than queue
+    independent requests behind each other.
+    """
+
+    def __init__(self, settings: ConnectionSettings, connections_per_node: int = 1) -> None:
         self.settings = settings
-        self._nodes: dict[tuple[str, int], NodeClient] = {}
+        self.connections_per_node = max(1, connections_per_node)
+        self._nodes: dict[tuple[str, int], list[NodeClient]] = {}
 
     def node(self, host: str, port: int) -> NodeClient:
-        n = self._nodes.get((host, port))
-        if n is None:
-            n = self._nodes[(host, port)] = NodeClient(host, port, self.settings)
-        return n
+        """The least busy client for the address, opening another one while all are busy."""
+        clients = self._nodes.setdefault((host, port), [])
+        best = min(clients, key=lambda n: n.outstanding, default=None)
+        if best is None or (best.outstanding and len(clients) < self.connections_per_node):
+            best = NodeClient(host, port, self.settings)
+            clients.append(best)
+        return best
 
     async def request(self, host: str, port: int, api_key: int, body: Struct, *, version: int | None = None,
                       timeout: float | None = None) -> Struct:
@@ -363,6 +377,7 @@ class ConnectionPool:
         return list(self._nodes)
 
     def close(self) -> None:
-        for n in self._nodes.values():
-            n.close()
+        for clients in self._nodes.values():
+            for n in clients:
+                n.close()
         self._nodes.clear()
