@@ -279,13 +279,47 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out += encode_unsigned_varint(value)
 
 
-@dataclass(frozen=True, slots=True)
 class FileRegion:
-    """``length`` bytes of the open file ``fd`` starting at ``position``: sent with ``sendfile``."""
+    """``length`` bytes of the open file ``fd`` starting at ``position``: sent with ``sendfile``.
 
-    fd: int
-    position: int
-    length: int
+    ``pin`` (any object with ``release()``) keeps ``fd`` open until the region is written: storage
+    closes a segment's descriptor only once every region read from it has been released, so a
+    response waiting in a socket buffer never sends from a closed or reused descriptor. The writer
+    calls :meth:`release` after the bytes are sent or when the connection dies; releasing twice is
+    harmless. Unpacks like the tuple ``(fd, position, length)``.
+    """
+
+    __slots__ = ("fd", "position", "length", "pin")
+
+    def __init__(self, fd: int, position: int, length: int, pin: Any = None) -> None:
+        self.fd = fd
+        self.position = position
+        self.length = length
+        self.pin = pin
+
+    def release(self) -> None:
+        pin, self.pin = self.pin, None
+        if pin is not None:
+            pin.release()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter((self.fd, self.position, self.length))
+
+    def __getitem__(self, i: int) -> int:
+        return (self.fd, self.position, self.length)[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FileRegion):
+            return (self.fd, self.position, self.length) == (other.fd, other.position, other.length)
+        if isinstance(other, tuple):
+            return (self.fd, self.position, self.length) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.fd, self.position, self.length))
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self.fd}, position={self.position}, length={self.length})"
 
 
 class FileRegions(list):  # type: ignore[type-arg]

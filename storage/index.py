@@ -22,6 +22,7 @@ from collections import OrderedDict
 from typing import Any
 
 from storage.errors import CorruptIndexError
+from storage.file_handles import FileHandle
 
 # Read-only shared mappings made with libc's mmap directly: CPython's mmap module keeps a duplicate file
 # descriptor per mapping, which would cost two descriptors per segment. The mapping is released
@@ -86,12 +87,15 @@ class _Index:
         self.max_index_size = max_index_size
         self._preallocate = preallocate
         self._loaded = False
-        self._fd: int | None = None
+        # Writes of the active segment's index go through a cached handle (closed when idle, like
+        # any segment file); reads use the mapping, which needs no descriptor.
+        self._writer: FileHandle | None = None
         self._mm: Any = None
         self._length = 0
         self._entries = 0
         self._closed = False
         self._writable = preallocate
+        self._unsynced = False
 
     # -- file handling -----------------------------------------------------------------------------
     def _round(self, size: int) -> int:
@@ -103,8 +107,8 @@ class _Index:
         if self._closed:
             raise ValueError(f"index {self.path} is closed")
         exists = os.path.exists(self.path)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
+        handle = self._writer if self._writer is not None else FileHandle(self.path)
+        with handle.use(create=True) as fd:
             size = os.fstat(fd).st_size
             fresh = not exists or (self._preallocate and size == 0)
             self._preallocate = False  # only the first load of a new segment's index preallocates
@@ -114,20 +118,18 @@ class _Index:
             self._entries = 0 if fresh else self._round(size) // self.ENTRY_SIZE
             self._length = size
             self._map(fd)
-        except BaseException:
-            os.close(fd)
-            raise
         self._loaded = True
         if self._writable:
-            self._fd = fd
+            self._writer = handle
         else:
-            os.close(fd)
+            if handle is not self._writer:
+                handle.close()
             _touch(self)
         self._after_load()
 
     def _evict(self) -> None:
         # Called under the LRU lock: drop the mapping (readers holding it keep it alive until done).
-        if self._fd is None and self._loaded:
+        if self._writer is None and self._loaded:
             self._mm = None
             self._loaded = False
 
@@ -140,37 +142,39 @@ class _Index:
     def _unmap(self) -> None:
         self._mm = None  # munmap happens when no lookup holds the mapping any more
 
-    def _ensure_fd(self) -> int:
+    def _ensure_writer(self) -> FileHandle:
         self._load()
-        if self._fd is None:
+        if self._writer is None:
             _forget(self)
-            self._fd = os.open(self.path, os.O_RDWR)
-        return self._fd
+            self._writer = FileHandle(self.path)
+        return self._writer
 
     def release_fd(self) -> None:
         """Keep only the mapping (inactive segments do not need a descriptor)."""
         self._writable = False
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
             if self._loaded:
                 _touch(self)
 
     def make_writable(self) -> None:
         self._writable = True
         _forget(self)
-        self._ensure_fd()
+        self._ensure_writer()
 
     def resize(self, new_size: int) -> bool:
-        fd = self._ensure_fd()
+        writer = self._ensure_writer()
         rounded = self._round(new_size)
         if rounded == self._length:
             return False
-        self._unmap()
-        os.ftruncate(fd, rounded)
-        self._length = rounded
-        self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
-        self._map(fd)
+        with writer.use() as fd:
+            self._unmap()
+            os.ftruncate(fd, rounded)
+            self._length = rounded
+            self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
+            self._map(fd)
+        self._unsynced = True
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -188,8 +192,14 @@ class _Index:
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        if self._loaded and self._fd is not None:
-            os.fsync(self._fd)
+        if self._loaded and self._writer is not None and self._unsynced:
+            self._unsynced = False
+            try:
+                with self._writer.use() as fd:
+                    os.fsync(fd)
+            except BaseException:
+                self._unsynced = True
+                raise
 
     def close(self, *, trim: bool = True) -> None:
         if self._closed:
@@ -203,8 +213,14 @@ class _Index:
         self._closed = True
 
     def rename(self, new_path: str) -> None:
-        os.replace(self.path, new_path)
-        self.path = new_path
+        writer = self._writer
+        if writer is None:
+            os.replace(self.path, new_path)
+            self.path = new_path
+            return
+        with writer.cache.lock:
+            os.replace(self.path, new_path)
+            self.path = writer.path = new_path
 
     def delete(self) -> None:
         self.close(trim=False)
@@ -239,7 +255,7 @@ class _Index:
         mm = self._mm
         if mm is None:
             raise ValueError(f"index {self.path} has no entries")
-        if self._fd is None:
+        if self._writer is None:
             _touch(self)
         return mm
 
@@ -282,11 +298,13 @@ class _Index:
         return lo
 
     def _write_entry(self, data: bytes) -> None:
-        fd = self._ensure_fd()
+        writer = self._ensure_writer()
         pos = self._entries * self.ENTRY_SIZE
         if pos + self.ENTRY_SIZE > self._length:
             raise ValueError(f"index {self.path} is full ({self._entries} entries)")
-        written = os.pwrite(fd, data, pos)
+        with writer.use() as fd:
+            written = os.pwrite(fd, data, pos)
+        self._unsynced = True
         if written != len(data):
             raise OSError(f"short index write to {self.path}")
         self._entries += 1

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.schema import FileRegion
 from storage.batch_headers import (
     EPOCH_FIELD,
     EPOCH_OFFSET,
@@ -133,9 +134,13 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult:
-    """File regions ``(fd, position, length)`` to hand to sendfile, plus the log offsets of the moment."""
+    """File regions to hand to sendfile, plus the log offsets of the moment.
 
-    regions: list[tuple[int, int, int]] = field(default_factory=list)
+    Each region pins its segment's descriptor (see storage/file_handles.py): the descriptor stays open,
+    whatever happens to the segment, until the region is released after it was written.
+    """
+
+    regions: list[FileRegion] = field(default_factory=list)
     first_batch_offset: int = -1
     log_end_offset: int = 0
     high_watermark: int = 0
@@ -684,7 +689,8 @@ class PartitionLog:
                     continue
                 pos, length, h = r
                 if length > 0:
-                    result.regions.append((seg.fd, pos, length))
+                    pin = seg.pin()
+                    result.regions.append(FileRegion(pin.fd, pos, length, pin))
                     result.first_batch_offset = h.base_offset
                 break
             return result
@@ -695,7 +701,11 @@ class PartitionLog:
         """Like :meth:`read` but returns whole batches as bytes (for internal readers)."""
         with self._lock:
             result = self.read(start_offset, max_bytes, max_offset, min_one_batch)
-            chunks = [_pread_all(fd, length, pos) for fd, pos, length in result.regions]
+        try:
+            chunks = [_pread_all(r.fd, r.length, r.position) for r in result.regions]
+        finally:
+            for r in result.regions:
+                r.release()
         data = b"".join(chunks)
         end = 0
         for h in _headers_of(data):

@@ -23,6 +23,7 @@ from storage.batch_headers import (
     read_headers,
 )
 from storage.errors import CorruptIndexError
+from storage.file_handles import FileHandle, FilePin
 from storage.index import OffsetIndex, TimeIndex
 from storage.txn_index import TransactionIndex
 
@@ -94,15 +95,16 @@ class LogSegment:
             preallocate=preallocate_index,
         )
         self.txn_index = TransactionIndex(segment_file(dir_path, base_offset, TXN_INDEX_SUFFIX, file_suffix), base_offset)
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-        self.fd = os.open(self.log_path, flags, 0o644)
-        try:
-            self.size = os.fstat(self.fd).st_size
-            if new and settings.preallocate_bytes > 0 and self.size == 0:
-                os.posix_fallocate(self.fd, 0, settings.preallocate_bytes)
-        except BaseException:
-            os.close(self.fd)
-            raise
+        # The .log descriptor is opened on demand and shared through the segment file cache: an
+        # inactive segment costs no descriptor until someone reads it.
+        self.file = FileHandle(self.log_path)
+        if new:
+            with self.file.use(create=True) as fd:
+                self.size = os.fstat(fd).st_size
+                if settings.preallocate_bytes > 0 and self.size == 0:
+                    os.posix_fallocate(fd, 0, settings.preallocate_bytes)
+        else:
+            self.size = os.stat(self.log_path).st_size
         if new:  # Kafka always has both index files next to a log file
             self.offset_index.entries  # noqa: B018 - creates and preallocates the file
             self.time_index.entries  # noqa: B018
@@ -113,10 +115,27 @@ class LogSegment:
         self._next_offset: int | None = base_offset if new else None
         self._bytes_since_index = 0
         self._closed = False
+        self._unsynced = True  # the previous process may have left writes in the page cache
+        self.recovered_records = 0
 
     # -- state ---------------------------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, suffix={self.file_suffix!r})"
+
+    @property
+    def fd(self) -> int:
+        """The open .log descriptor, for tools and tests only: the cache may close it once idle.
+        Storage code holds it with ``self.file.use()`` or ``self.file.pin()`` instead."""
+        with self.file.use() as fd:
+            return fd
+
+    def pin(self) -> FilePin:
+        """A reference that keeps the .log descriptor open until released (a fetch response)."""
+        return self.file.pin()
+
+    def _read_headers(self, start: int, end: int, window: int = 64 * 1024) -> Iterator[BatchHeader]:
+        with self.file.use() as fd:
+            yield from read_headers(fd, start, end, window)
 
     @property
     def max_timestamp_and_offset(self) -> tuple[int, int]:
@@ -136,11 +155,12 @@ class LogSegment:
         ts = self.max_timestamp
         if ts >= 0:
             return ts
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        with self.file.use() as fd:
+            return int(os.fstat(fd).st_mtime * 1000)
 
     def _scan_max_timestamp(self, start: int) -> tuple[int, int]:
         best = self.time_index.last_entry if start else (-1, self.base_offset)
-        for h in read_headers(self.fd, start, self.size):
+        for h in self._read_headers(start, self.size):
             if h.max_timestamp > best[0]:
                 best = (h.max_timestamp, h.last_offset)
         return best
@@ -151,7 +171,7 @@ class LogSegment:
         if self._next_offset is None:
             _, pos = self.offset_index.lookup(2**63 - 1)
             nxt = self.base_offset
-            for h in read_headers(self.fd, pos, self.size, window=256 * 1024):
+            for h in self._read_headers(pos, self.size, window=256 * 1024):
                 nxt = h.next_offset
             self._next_offset = nxt
         return self._next_offset
@@ -187,7 +207,8 @@ class LogSegment:
         )
 
     def first_header(self) -> BatchHeader | None:
-        data = os.pread(self.fd, HEADER_SIZE, 0)
+        with self.file.use() as fd:
+            data = os.pread(fd, HEADER_SIZE, 0)
         if len(data) < HEADER_SIZE:
             return None
         return parse_header(data)
@@ -202,20 +223,21 @@ class LogSegment:
             raise ValueError(f"offset {largest_offset} overflows segment {self.base_offset}")
         if position == 0:
             self._rolling_ts = largest_timestamp
-        fd = self.fd
         total = len(data)
         written = 0
-        try:
-            while written < total:
-                written += os.pwrite(fd, data[written:] if written else data, position + written)
-        except BaseException:
-            if written:
-                try:
-                    os.ftruncate(fd, position)
-                except OSError:
-                    pass
-            raise
+        with self.file.use() as fd:
+            try:
+                while written < total:
+                    written += os.pwrite(fd, data[written:] if written else data, position + written)
+            except BaseException:
+                if written:
+                    try:
+                        os.ftruncate(fd, position)
+                    except OSError:
+                        pass
+                raise
         self.size = position + total
+        self._unsynced = True
         self._next_offset = largest_offset + 1
         max_ts = self.max_timestamp_and_offset
         if largest_timestamp > max_ts[0]:
@@ -239,7 +261,7 @@ class LogSegment:
         """Header of the first batch whose last offset is >= ``offset`` (None if the segment has none)."""
         _, pos = self.offset_index.lookup(offset)
         pos = max(pos, start_position)
-        for h in read_headers(self.fd, pos, self.size, window=_SCAN_WINDOW):
+        for h in self._read_headers(pos, self.size, window=_SCAN_WINDOW):
             if h.last_offset >= offset:
                 return h
         return None
@@ -258,24 +280,25 @@ class LogSegment:
         return h.position, min(limit - h.position, size), h
 
     def headers(self, start_position: int = 0, end_position: int | None = None) -> Iterator[BatchHeader]:
-        return read_headers(self.fd, start_position, self.size if end_position is None else end_position)
+        return self._read_headers(start_position, self.size if end_position is None else end_position)
 
     def read_bytes(self, position: int, length: int) -> bytes:
         chunks = []
-        while length > 0:
-            data = os.pread(self.fd, length, position)
-            if not data:
-                break
-            chunks.append(data)
-            position += len(data)
-            length -= len(data)
+        with self.file.use() as fd:
+            while length > 0:
+                data = os.pread(fd, length, position)
+                if not data:
+                    break
+                chunks.append(data)
+                position += len(data)
+                length -= len(data)
         return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
     def find_batch_by_timestamp(self, timestamp: int, start_offset: int) -> BatchHeader | None:
         """First batch at or after ``start_offset`` whose max timestamp is >= ``timestamp``."""
         _, ts_offset = self.time_index.lookup(timestamp)
         _, pos = self.offset_index.lookup(max(ts_offset, start_offset))
-        for h in read_headers(self.fd, pos, self.size, window=_SCAN_WINDOW):
+        for h in self._read_headers(pos, self.size, window=_SCAN_WINDOW):
             if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
                 return h
         return None
@@ -285,8 +308,12 @@ class LogSegment:
         """Validate every batch, truncate at the first invalid one, rebuild the indexes.
 
         Returns the number of bytes truncated. ``on_batch`` sees each valid batch (producer state,
-        leader epochs, transaction index).
+        leader epochs, transaction index). Afterwards ``recovered_records`` counts the records kept.
         """
+        with self.file.use() as fd:
+            return self._recover(fd, on_batch, min_offset)
+
+    def _recover(self, fd: int, on_batch: OnBatch | None, min_offset: int | None) -> int:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -294,13 +321,14 @@ class LogSegment:
         last_index_entry = 0
         max_ts = (-1, self.base_offset)
         expected = self.base_offset if min_offset is None else min_offset
-        file_size = os.fstat(self.fd).st_size
+        file_size = os.fstat(fd).st_size
+        records = 0
         chunk = b""
         chunk_start = 0
         while valid + HEADER_SIZE <= file_size:
             rel = valid - chunk_start
             if rel < 0 or rel + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self.fd, min(_RECOVERY_CHUNK, file_size - valid), valid)
+                chunk = os.pread(fd, min(_RECOVERY_CHUNK, file_size - valid), valid)
                 chunk_start, rel = valid, 0
                 if len(chunk) < HEADER_SIZE:
                     break
@@ -329,10 +357,13 @@ class LogSegment:
                 on_batch(h, batch)
             expected = h.next_offset
             valid += h.size
+            records += h.records_count
         truncated = file_size - valid
         if truncated:
-            os.ftruncate(self.fd, valid)
+            os.ftruncate(fd, valid)
+        self._unsynced = True
         self.size = valid
+        self.recovered_records = records
         self._max_ts = max_ts
         self._next_offset = expected if valid else self.base_offset
         self._rolling_ts = None
@@ -362,7 +393,9 @@ class LogSegment:
         self.offset_index.preallocate()
         self.time_index.preallocate()
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        with self.file.use() as fd:
+            os.ftruncate(fd, position)
+        self._unsynced = True
         self.size = position
         self._next_offset = None
         self._bytes_since_index = 0
@@ -385,8 +418,13 @@ class LogSegment:
         self.time_index.maybe_append(ts, off, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        if self.settings.preallocate_bytes and os.fstat(self.fd).st_size > self.size:
-            os.ftruncate(self.fd, self.size)
+        self._trim_preallocated()
+
+    def _trim_preallocated(self) -> None:
+        if self.settings.preallocate_bytes:
+            with self.file.use() as fd:
+                if os.fstat(fd).st_size > self.size:
+                    os.ftruncate(fd, self.size)
 
     def make_active(self) -> None:
         for index in (self.offset_index, self.time_index):
@@ -398,7 +436,16 @@ class LogSegment:
         self.time_index.release_fd()
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        if self._unsynced:
+            # fsync syncs the file (inode), so a descriptor reopened after the cache closed the one
+            # that wrote still covers every write made through the old one.
+            self._unsynced = False
+            try:
+                with self.file.use() as fd:
+                    os.fsync(fd)
+            except BaseException:
+                self._unsynced = True
+                raise
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -409,17 +456,17 @@ class LogSegment:
         try:
             if self._max_ts is not None and self._max_ts[0] >= 0:
                 self.time_index.maybe_append(*self._max_ts, skip_full_check=True)
-            if self.settings.preallocate_bytes and os.fstat(self.fd).st_size > self.size:
-                os.ftruncate(self.fd, self.size)
+            self._trim_preallocated()
         finally:
             self.offset_index.close()
             self.time_index.close()
             self.close_fd()
 
     def close_fd(self) -> None:
+        """Release the .log descriptor: closed now, or after the last pending fetch response is sent."""
         if not self._closed:
             self._closed = True
-            os.close(self.fd)
+            self.file.close()
 
     def close_quietly(self) -> None:
         for fn in (lambda: self.offset_index.close(trim=False), lambda: self.time_index.close(trim=False), self.close_fd):
@@ -439,8 +486,9 @@ class LogSegment:
             return (path[: len(path) - len(old_suffix)] if old_suffix else path) + new_suffix
 
         new_log = renamed(self.log_path)
-        os.replace(self.log_path, new_log)
-        self.log_path = new_log
+        with self.file.cache.lock:  # nobody reopens the file by its old name in between
+            os.replace(self.log_path, new_log)
+            self.log_path = self.file.path = new_log
         for index in (self.offset_index, self.time_index):
             if os.path.exists(index.path):
                 index.rename(renamed(index.path))
