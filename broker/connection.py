@@ -138,16 +138,24 @@ class Connection:
     async def write_parts(self, parts: Parts) -> None:
         """Write byte chunks with send() and file regions with os.sendfile(), in order."""
         chunks: list[bytes | bytearray | memoryview] = []
-        for part in parts:
-            if isinstance(part, FileRegion):
-                if chunks:
-                    await self._send_bytes(chunks)
-                    chunks = []
-                await self._sendfile(part)
-            else:
-                chunks.append(part)
-        if chunks:
-            await self._send_bytes(chunks)
+        try:
+            for part in parts:
+                if isinstance(part, FileRegion):
+                    if chunks:
+                        await self._send_bytes(chunks)
+                        chunks = []
+                    await self._sendfile(part)
+                    part.release()
+                else:
+                    chunks.append(part)
+            if chunks:
+                await self._send_bytes(chunks)
+        finally:
+            # Written or not (the peer left), the regions let go of their segment files: storage
+            # closes a deleted segment's descriptor only after the last region using it is released.
+            for part in parts:
+                if isinstance(part, FileRegion):
+                    part.release()
 
     async def _send_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         data = memoryview(b"".join(chunks)) if len(chunks) > 1 else memoryview(chunks[0]).cast("B")

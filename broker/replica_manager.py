@@ -22,7 +22,7 @@ from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
 from protocol.records import BatchView, NewRecord, build_batch
-from protocol.schema import FileRegion, FileRegions
+from protocol.schema import FileRegions
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 
 if TYPE_CHECKING:
@@ -359,7 +359,7 @@ class ReplicaManager:
                 pd.log_start_offset = result.log_start_offset
                 size = sum(length for _fd, _pos, length in result.regions)
                 if size:
-                    pd.records = FileRegions(FileRegion(fd, pos, length) for fd, pos, length in result.regions)
+                    pd.records = FileRegions(result.regions)  # each keeps its segment file pinned until sent
                     total += size
                 else:
                     pd.records = b""
