@@ -1,7 +1,7 @@
 """The ``kafkette`` command: one entry point, subcommands for each job.
 
-Every subcommand speaks only Kafka's wire protocol (``clients/wire.py``), so the same command works
-against Apache Kafka. Flag names are those of Kafka's own tools (kafka-topics.sh, kafka-configs.sh,
+Every subcommand speaks only Kafka's wire protocol (``clients/wire.py`` and the modules it names), so the
+same command works against Apache Kafka. Flag names are those of Kafka's own tools (kafka-topics.sh, kafka-configs.sh,
 kafka-consumer-groups.sh, ...); the tools whose action is a flag (``--create``, ``--describe``) also
 take it as a word: ``kafkette topics create --topic t`` is ``kafkette topics --create --topic t``.
 
@@ -72,7 +72,7 @@ def rewrite_action_words(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     from clients.cmd_common import UsageError
-    from clients.wire import WireError
+    from clients.connection import WireError
 
     argv = rewrite_action_words(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from clients.admin import ELECTION_PREFERRED, ELECTION_UNCLEAN, RESOURCE_BROKER, RESOURCE_TOPIC, WireClient
 from clients.cmd_common import (
     UsageError,
     add_connection_args,
@@ -16,15 +17,7 @@ from clients.cmd_common import (
     read_json_file,
     tp_str,
 )
-from clients.wire import (
-    ELECTION_PREFERRED,
-    ELECTION_UNCLEAN,
-    RESOURCE_BROKER,
-    RESOURCE_TOPIC,
-    KafkaWireError,
-    WireClient,
-    WireError,
-)
+from clients.connection import KafkaWireError, WireError
 
 
 def register_cluster(sub: Any) -> None:

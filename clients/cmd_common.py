@@ -9,7 +9,9 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from clients.wire import UsageError, WireClient, load_properties
+from clients.admin import WireClient
+from clients.client_config import load_properties
+from clients.connection import UsageError
 
 __all__ = ["UsageError"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from clients.admin import CONFIG_SOURCES, RESOURCE_BROKER, RESOURCE_TOPIC, WireClient
 from clients.cmd_common import (
     UsageError,
     add_connection_args,
@@ -15,7 +16,7 @@ from clients.cmd_common import (
     print_table,
     split_config_list,
 )
-from clients.wire import CONFIG_SOURCES, RESOURCE_BROKER, RESOURCE_TOPIC, KafkaWireError, WireClient
+from clients.connection import KafkaWireError
 
 ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
 # Sources that are overrides of the entity itself (what --describe shows without --all).
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--alter needs --entity-name or --entity-default")
         to_set = parse_kv(args.add_config, "config")
         if args.add_config_file:
-            from clients.wire import load_properties
+            from clients.client_config import load_properties
 
             to_set.update(load_properties(args.add_config_file))
         to_delete = [k for item in args.delete_config or [] for k in split_config_list(item)]

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from clients.admin import EARLIEST, LATEST, WireClient
+from clients.client_config import load_properties
 from clients.cmd_common import (
     UsageError,
     add_connection_args,
@@ -17,19 +19,10 @@ from clients.cmd_common import (
     truthy,
     unescape,
 )
-from clients.wire import (
-    COMPRESSION,
-    EARLIEST,
-    LATEST,
-    GroupMember,
-    KafkaWireError,
-    Producer,
-    WireClient,
-    load_properties,
-    next_offset_after,
-    parse_acks,
-    records_of,
-)
+from clients.connection import KafkaWireError
+from clients.consumer_records import next_offset_after, records_of
+from clients.group_member import GroupMember
+from clients.producer import COMPRESSION, Producer, parse_acks
 
 
 def register(sub: Any) -> None:
@@ -139,8 +132,9 @@ def run_producer(args: argparse.Namespace) -> int:
         info = client.topic(args.topic)
         if args.partition is not None and args.partition not in info.partitions:
             raise KafkaWireError(3, f"Partition {args.topic}-{args.partition} does not exist.")
-        producer = Producer(client, acks=acks, compression=compression, batch_size=1 << 30, linger_ms=1 << 30,
-                            request_timeout_ms=int(pprops.get("request.timeout.ms", "30000")))
+        # retries, retry.backoff.ms, delivery.timeout.ms, enable.idempotence as Kafka's producer reads them
+        producer = Producer.from_properties(client, pprops, acks=acks, compression=compression, batch_size=1 << 30,
+                                            linger_ms=1 << 30)
         pending = 0
         try:
             for raw in source:

@@ -6,8 +6,10 @@ import argparse
 import datetime as dt
 from typing import Any
 
+from clients.admin import EARLIEST, LATEST, WireClient
 from clients.cmd_common import UsageError, add_connection_args, add_output_arg, connect, emit, print_table
-from clients.wire import EARLIEST, LATEST, KafkaWireError, WireClient, WireError, decode_assignment
+from clients.connection import KafkaWireError, WireError
+from clients.group_member import decode_assignment
 
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 INACTIVE = ("Empty", "Dead")

@@ -9,17 +9,13 @@ import sys
 import time
 from typing import Any
 
+from clients.admin import EARLIEST, LATEST
+from clients.client_config import load_properties
 from clients.cmd_common import UsageError, add_connection_args, connect, parse_kv
-from clients.wire import (
-    COMPRESSION,
-    EARLIEST,
-    LATEST,
-    GroupMember,
-    KafkaWireError,
-    load_properties,
-    next_offset_after,
-    parse_acks,
-)
+from clients.connection import KafkaWireError
+from clients.consumer_records import next_offset_after
+from clients.group_member import GroupMember
+from clients.producer import COMPRESSION, DeliveryConfig, parse_acks, produce_batches
 from protocol.records import build_batch
 
 REPORT_INTERVAL_S = 5.0
@@ -125,6 +121,9 @@ def run_produce(args: argparse.Namespace) -> int:
     if "bootstrap.servers" in props and not args.bootstrap_server:
         args.bootstrap_server = props["bootstrap.servers"]
     acks = parse_acks(props.get("acks", "all"))
+    # Batches are built here without producer ids (as kafka-producer-perf-test.sh with
+    # enable.idempotence=false); failed batches are retried like the producer's.
+    delivery = DeliveryConfig.from_properties(props, acks)
     compression = props.get("compression.type", "none")
     if compression not in COMPRESSION:
         raise UsageError(f"unknown compression.type {compression!r}")
@@ -164,7 +163,7 @@ def run_produce(args: argparse.Namespace) -> int:
                 batches[tp] = build_batch([(None, v) for v in values], compression=codec)
                 counts[tp] = (n, sum(len(v) for v in values))
                 sent += n
-            results = client.produce(batches, acks)
+            results = produce_batches(client, batches, delivery)
             latency = (time.monotonic() - round_start) * 1000
             for tp, (code, _off, msg) in results.items():
                 if code:
@@ -261,7 +260,7 @@ def run_consume(args: argparse.Namespace) -> int:
 
 def _count_records(data: Any, start: int, limit: int) -> tuple[int, int, int]:
     """(records at or after ``start``, at most ``limit``; their key+value bytes; the next offset)."""
-    from clients.wire import records_of
+    from clients.consumer_records import records_of
 
     n = size = 0
     for _batch, rec in records_of(data, start):

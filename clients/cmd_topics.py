@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import Any
 
+from clients.admin import RESOURCE_TOPIC, TopicInfo, WireClient
 from clients.cmd_common import (
     UsageError,
     add_connection_args,
@@ -15,7 +16,7 @@ from clients.cmd_common import (
     parse_kv,
     topic_matcher,
 )
-from clients.wire import RESOURCE_TOPIC, KafkaWireError, TopicInfo, WireClient, WireError
+from clients.connection import KafkaWireError, WireError
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 

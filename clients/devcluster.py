@@ -41,32 +41,28 @@ def wait_for_cluster_metadata(host: str, port: int, brokers: int, timeout: float
     """Wait until the broker at host:port answers Metadata with ``brokers`` live brokers and a
     controller: from then on clients get a usable cluster view (a broker listens a moment before the
     controller has told it who is alive)."""
+    from clients.connection import BrokerConnection, WireError
     from protocol.api_versions import ApiKey
-    from protocol.messages import decode_response, encode_request, new_request
 
-    request = encode_request(ApiKey.METADATA, 12, 1, "devcluster", new_request(
-        ApiKey.METADATA, topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False))
     deadline = time.monotonic() + timeout
     seen = "no answer"
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with status {proc.returncode} before it knew the cluster")
+        conn = None
         try:
-            with socket.create_connection((host, port), timeout=2.0) as s:
-                s.sendall(request)
-                buf = b""
-                while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        raise ConnectionError("closed")
-                    buf += chunk
-            _, md = decode_response(ApiKey.METADATA, 12, buf[4:])
+            conn = BrokerConnection(host, port, client_id="devcluster", timeout=2.0, connect_timeout=2.0)
+            md = conn.call(ApiKey.METADATA, topics=[], allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
             seen = f"{len(md.brokers)} brokers, controller {md.controller_id}"
             if (len(md.brokers) >= brokers and md.controller_id >= 0
                     and (broker_id is None or any(b.node_id == broker_id for b in md.brokers))):
                 return
-        except (OSError, ValueError):
+        except (OSError, WireError):
             pass
+        finally:
+            if conn is not None:
+                conn.close()
         time.sleep(0.05)
     raise TimeoutError(f"broker {host}:{port} does not know the cluster after {timeout}s ({seen})")
 
