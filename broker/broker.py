@@ -19,11 +19,13 @@ import socket
 import time
 from typing import Any
 
-from broker.connection import Connection, ConnectionStats
+from broker.connection import Connection, ConnectionStats, limited_log
+from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
 from broker.kafka_apis import KafkaApis
-from broker.listeners import Endpoint, parse_listeners, parse_protocol_map
+from broker.listeners import Endpoint, inter_broker_and_control_plane, parse_listeners, parse_protocol_map
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
+from broker.request_queue import CONTROL_PLANE_QUEUE, RequestPermits
 from controller import zk_data as zd
 from controller.zk_client import KafkaZkClient
 from storage.config import BrokerConfig, ConfigError, LogConfig
@@ -40,10 +42,8 @@ class Broker:
         self.listeners = parse_listeners("listeners", config.get("listeners"), pmap)
         adv = config.get("advertised.listeners")
         self.advertised = parse_listeners("advertised.listeners", adv, pmap) if adv else self.listeners
-        self.inter_broker_listener: str = config.get("inter.broker.listener.name") or "PLAINTEXT"
-        if self.inter_broker_listener not in {e.name for e in self.advertised}:
-            raise ConfigError("inter.broker.listener.name", self.inter_broker_listener,
-                              "must name one of the advertised listeners")
+        self.inter_broker_listener, self.control_plane_listener = inter_broker_and_control_plane(
+            config, self.listeners, self.advertised, pmap)
         if not config.get("zookeeper.connect"):
             raise ConfigError("zookeeper.connect", "", "is required (kafkette runs in ZooKeeper mode)")
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -57,6 +57,15 @@ class Broker:
         self.apis = KafkaApis(self)
         self.stats = ConnectionStats()
         self.connections: set[Connection] = set()
+        self.connection_quotas = ConnectionQuotas(limits_from(config.get), self.inter_broker_listener,
+                                                  [e.name for e in self.listeners])
+        # Requests read but not answered: Kafka's data-plane queue, and the control plane's own.
+        self.request_permits = RequestPermits(config.get("queued.max.requests"),
+                                              config.get("queued.max.request.bytes"))
+        self.control_plane_permits = RequestPermits(CONTROL_PLANE_QUEUE)
+        self.connections_created: dict[str, int] = {e.name: 0 for e in self.listeners}
+        self.connections_closed: dict[str, int] = {e.name: 0 for e in self.listeners}
+        self.expired_connections_killed = 0
         self.bound: dict[str, tuple[str, int]] = {}
         self._servers: list[socket.socket] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -86,6 +95,11 @@ class Broker:
         """Run a blocking ZooKeeper call off the event loop."""
         assert self.loop is not None
         return await self.loop.run_in_executor(None, lambda: fn(*args, **kwargs))
+
+    @property
+    def controller_listener(self) -> str:
+        """The listener controller requests travel on (Kafka: control plane, else inter-broker)."""
+        return self.control_plane_listener or self.inter_broker_listener
 
     # ------------------------------------------------------------------------------------------------
     # Lifecycle
@@ -219,9 +233,26 @@ class Broker:
             self.replica_manager.config = self.config
             for topic in {t for t, _ in self.replica_manager.partitions}:
                 self.replica_manager.on_topic_config_change(topic)
+        await self._reconfigure_connection_quotas()
+
+    async def _reconfigure_connection_quotas(self) -> None:
+        """max.connections, max.connections.per.ip(.overrides) apply to the next connections at once."""
+        assert self.loop is not None
+        config = self.config
+        try:
+            # Host names in the overrides are resolved, off the loop (DNS may be slow).
+            limits = await self.loop.run_in_executor(None, limits_from, config.get)
+        except ConfigError as e:
+            log.error("ignoring invalid connection limits: %s", e)
+            return
+        if limits != self.connection_quotas.limits:
+            log.info("connection limits now: max.connections=%d, max.connections.per.ip=%d, overrides %s",
+                     limits.max_connections, limits.per_ip, dict(limits.per_ip_overrides) or "none")
+            self.connection_quotas.reconfigure(limits)
 
     async def _start_listeners(self) -> None:
-        backlog = 512
+        # Kafka's default backlog (50) is too short for a burst of reconnecting clients on one event loop.
+        backlog = max(512, self.config.get("socket.listen.backlog.size"))
         for e in self.listeners:
             sock = socket.socket(socket.AF_INET6 if ":" in e.host else socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -235,28 +266,88 @@ class Broker:
             self._servers.append(sock)
             self.bound[e.name] = sock.getsockname()[:2]
             self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, e.name)))
+        self._tasks.append(asyncio.ensure_future(self._expire_idle_connections()))
 
     async def _accept_loop(self, server: socket.socket, listener: str) -> None:
         assert self.loop is not None
         max_bytes = self.config.get("socket.request.max.bytes")
-        idle_s = self.config.get("connections.max.idle.ms") / 1000.0
         rcvbuf = self.config.get("socket.receive.buffer.bytes")
         sndbuf = self.config.get("socket.send.buffer.bytes")
+        quotas = self.connection_quotas
+        permits = self.control_plane_permits if listener == self.control_plane_listener else self.request_permits
         while True:
             try:
-                sock, _addr = await self.loop.sock_accept(server)
+                # At max.connections the acceptor waits; new clients queue in the listen backlog.
+                await quotas.wait_for_slot(listener)
+                sock, addr = await self.loop.sock_accept(server)
             except (OSError, asyncio.CancelledError):
                 return
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if rcvbuf > 0:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-            if sndbuf > 0:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-            conn = Connection(sock, self.apis.handle_frame, max_request_bytes=max_bytes, idle_timeout_s=idle_s,
-                              listener=listener, stats=self.stats)
+            ip = normalise_ip(addr[0], lambda h: h)
+            try:
+                quotas.inc(listener, ip)
+            except TooManyConnections as e:
+                limited_log.log(logging.INFO, "max.connections.per.ip",
+                                "Rejected connection from %s, address already has the configured maximum of %d "
+                                "connections.", e.ip, e.count)
+                sock.close()
+                continue
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if rcvbuf > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+                if sndbuf > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+                conn = Connection(sock, self.apis.handle_frame, max_request_bytes=max_bytes, listener=listener,
+                                  stats=self.stats, permits=permits, peer=(ip, addr[1]))
+            except OSError:
+                quotas.dec(listener, ip)  # reset before we got to it
+                sock.close()
+                continue
             self.connections.add(conn)
+            self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
             task = asyncio.ensure_future(conn.serve())
-            task.add_done_callback(lambda _t, c=conn: self.connections.discard(c))
+            task.add_done_callback(lambda _t, c=conn: self._connection_gone(c))
+            if quotas.max_connections_exceeded() and quotas.protected(listener):
+                self._close_lru_connection()
+
+    def _connection_gone(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.connection_quotas.dec(conn.listener, conn.client_host)
+            self.connections_closed[conn.listener] = self.connections_closed.get(conn.listener, 0) + 1
+
+    def _close_lru_connection(self) -> None:
+        """An inter-broker connection took the broker past max.connections: make room as Kafka does,
+        by closing the least recently active connection of another listener."""
+        quotas = self.connection_quotas
+        candidates = [c for c in self.connections if not quotas.protected(c.listener) and c.close_reason is None]
+        if not candidates:
+            return
+        victim = min(candidates, key=lambda c: c.last_active)
+        quotas.closed_for_max_connections[victim.listener] = quotas.closed_for_max_connections.get(victim.listener,
+                                                                                                   0) + 1
+        limited_log.log(logging.INFO, "max.connections", "Closing connection %s on listener %s: the broker is at "
+                        "max.connections=%d and an inter-broker connection needs room", victim.peer, victim.listener,
+                        quotas.limits.max_connections)
+        victim.close("max.connections")
+
+    async def _expire_idle_connections(self) -> None:
+        """connections.max.idle.ms: close connections with no traffic for that long (Kafka's Selector
+        closes expired channels on each poll). One sweep checks every connection; it runs a few times
+        per idle period, so a connection lives at most about 1.25 idle periods."""
+        idle_s = self.config.get("connections.max.idle.ms") / 1000.0
+        interval = max(0.05, min(idle_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - idle_s
+            expired = [c for c in self.connections if not c.in_flight and c.last_active < deadline
+                       and c.close_reason is None]
+            for c in expired:
+                self.expired_connections_killed += 1
+                c.close("connections.max.idle.ms")
+            if expired:
+                limited_log.log(logging.DEBUG, "idle", "closed %d connections idle for connections.max.idle.ms=%d",
+                                len(expired), int(idle_s * 1000))
 
     async def _housekeeping(self) -> None:
         """Once a second: retention, flushes and checkpoints (in a thread: they touch the disk)."""

@@ -7,6 +7,12 @@ same: read a frame, handle it, write the response, read the next. Produce with a
 Responses are written with the socket's fd directly: byte chunks with ``send`` and file regions
 with ``os.sendfile``, waiting for writability on EAGAIN. asyncio's own ``loop.sendfile`` may fall back
 to read+write in Python (uvloop's transports do), which would defeat zero copy.
+
+Memory per connection is bounded and grows only on demand: an idle connection holds a small read
+buffer; a request gets a buffer of exactly its size once a permit for it is granted (``RequestPermits``,
+queued.max.requests / queued.max.request.bytes), and that buffer is dropped with the response. Idle
+connections are closed by the broker's sweeper (connections.max.idle.ms), which reads ``last_active``
+rather than arming a timer per receive.
 """
 
 from __future__ import annotations
@@ -19,14 +25,20 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from broker.rate_limited_log import RateLimitedLog
+from broker.request_queue import RequestPermits
 from protocol.exceptions import FrameTooLargeError, ProtocolError
 from protocol.framing import check_frame_size
 from protocol.schema import FileRegion
 
 log = logging.getLogger(__name__)
+# Closures a client can cause at will are logged at most once per interval per kind.
+limited_log = RateLimitedLog(log)
 
 _SIZE = struct.Struct(">i")
-_READ_CHUNK = 256 * 1024
+# The read buffer every connection keeps: enough for the size prefix and most small requests in one
+# receive. Bigger requests are read straight into a buffer of their own size.
+_READ_BUFFER = 4096
 
 # What a handler returns: wire parts (bytes/memoryview/FileRegion), or None for "no response".
 Parts = Sequence[bytes | bytearray | memoryview | FileRegion]
@@ -41,33 +53,42 @@ class ConnectionClosed(Exception):
         self.mid_request = mid_request
 
 
+class CloseConnection(Exception):
+    """Raised by a handler: close this connection without a response (the handler counted and
+    logged why), as Kafka's network layer does with a request its listener does not serve."""
+
+
 class Connection:
     """A client socket served by the broker's event loop."""
 
     def __init__(self, sock: socket.socket, handler: Handler, *, max_request_bytes: int,
-                 idle_timeout_s: float, listener: str, stats: ConnectionStats | None = None) -> None:
+                 listener: str, stats: ConnectionStats | None = None, permits: RequestPermits | None = None,
+                 peer: tuple[str, int] | None = None) -> None:
         sock.setblocking(False)
         self.sock = sock
         self.fd = sock.fileno()
         self.handler = handler
         self.max_request_bytes = max_request_bytes
-        self.idle_timeout_s = idle_timeout_s
         self.listener = listener
         self.loop = asyncio.get_running_loop()
-        try:
-            peer = sock.getpeername()
-            self.peer = f"{peer[0]}:{peer[1]}"
-            self.client_host = peer[0]
-        except OSError:
-            self.peer, self.client_host = "?", "?"
-        self._buf = bytearray(_READ_CHUNK)
+        if peer is None:
+            try:
+                peer = sock.getpeername()[:2]
+            except OSError:
+                peer = ("?", 0)
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.client_host = peer[0]
+        self._buf = bytearray(_READ_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0  # first unread byte in _buf
         self._end = 0  # end of received data in _buf
         self.stats = stats or ConnectionStats()
+        self.permits = permits or RequestPermits(1 << 30)
         self.closed = False
         self._task: asyncio.Task[None] | None = None  # the serve() task, while it runs
         self.in_flight = False  # a request is being handled (graceful shutdown waits for it)
+        self.last_active = time.monotonic()  # last byte received or sent (idle expiry, LRU closing)
+        self.close_reason: str | None = None  # set by whoever closes it from outside (metrics, logs)
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -80,19 +101,19 @@ class Connection:
             self._buf[:n] = self._buf[self._start:self._end]
             self._start, self._end = 0, n
         try:
-            n = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, self._view[self._end:]),
-                                       self.idle_timeout_s)
-        except TimeoutError:
-            raise ConnectionClosed("idle for connections.max.idle.ms") from None
+            n = await self.loop.sock_recv_into(self.sock, self._view[self._end:])
         except (ConnectionError, OSError) as e:
             raise ConnectionClosed(str(e)) from None
         if n == 0:
             raise ConnectionClosed("closed by peer")
         self._end += n
         self.stats.bytes_in += n
+        self.last_active = time.monotonic()
 
     async def read_frame(self) -> memoryview:
-        """The next request frame, in a writable buffer of its own (handlers may keep views)."""
+        """The next request frame, in a writable buffer of its own (handlers may keep views).
+
+        Holds a request permit from the moment its size is known; serve() gives it back."""
         while self._end - self._start < 4:
             try:
                 await self._recv_some()
@@ -104,6 +125,14 @@ class Connection:
         (size,) = _SIZE.unpack_from(self._buf, self._start)
         check_frame_size(size, self.max_request_bytes)
         self._start += 4
+        await self.permits.acquire(size)
+        try:
+            return await self._read_body(size)
+        except BaseException:
+            self.permits.release(size)
+            raise
+
+    async def _read_body(self, size: int) -> memoryview:
         frame = bytearray(size)
         fview = memoryview(frame)
         got = min(size, self._end - self._start)
@@ -112,10 +141,7 @@ class Connection:
         while got < size:
             # Large frames are read straight into their own buffer, not through ours.
             try:
-                n = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, fview[got:]), self.idle_timeout_s)
-            except TimeoutError:
-                raise ConnectionClosed(f"idle after {got} of {size} bytes of a request",
-                                       mid_request=True) from None
+                n = await self.loop.sock_recv_into(self.sock, fview[got:])
             except (ConnectionError, OSError) as e:
                 raise ConnectionClosed(f"{e} after {got} of {size} bytes of a request", mid_request=True) from None
             if n == 0:
@@ -123,6 +149,7 @@ class Connection:
                                        mid_request=True)
             got += n
             self.stats.bytes_in += n
+            self.last_active = time.monotonic()
         return fview
 
     # -- writing ------------------------------------------------------------------------------------
@@ -196,36 +223,54 @@ class Connection:
         try:
             while True:
                 frame = await self.read_frame()
-                started = time.monotonic()
-                self.in_flight = True
-                parts = await self.handler(self, frame)
-                if parts is not None:
-                    await self.write_parts(parts)
-                self.in_flight = False
-                self.stats.requests += 1
-                self.stats.busy_s += time.monotonic() - started
+                size = len(frame)
+                try:
+                    started = time.monotonic()
+                    self.in_flight = True
+                    parts = await self.handler(self, frame)
+                    del frame  # the request's buffer goes now, not with the next request
+                    if parts is not None:
+                        await self.write_parts(parts)
+                        self.last_active = time.monotonic()
+                    del parts
+                    self.in_flight = False
+                    self.stats.requests += 1
+                    self.stats.busy_s += time.monotonic() - started
+                finally:
+                    self.permits.release(size)
         except ConnectionClosed as e:
             if e.mid_request:
                 log.info("connection from %s lost in the middle of a request: %s", self.peer, e)
             else:
                 log.debug("connection %s closed: %s", self.peer, e)
         except FrameTooLargeError as e:
-            log.warning("closing connection from %s: %s", self.peer, e)
+            # Kafka: InvalidReceiveException, the connection is closed; other clients are not affected.
+            self.stats.closed_request_too_large += 1
+            limited_log.log(logging.WARNING, "too-large", "closing connection from %s: %s", self.peer, e)
         except ProtocolError as e:
-            log.warning("closing connection from %s: invalid request: %s", self.peer, e)
+            self.stats.closed_invalid_request += 1
+            limited_log.log(logging.WARNING, "invalid", "closing connection from %s: invalid request: %s",
+                            self.peer, e)
+        except CloseConnection:
+            pass
         except asyncio.CancelledError:
-            raise
+            if self.close_reason is None:
+                raise
+            # Closed from outside by a limit (idle, max.connections): this task ends quietly.
         except Exception:
             # A bug in a handler must never take the broker down; it costs this client its connection.
             log.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
             self._task = None
+            self.in_flight = False
             self.close()
 
-    def close(self) -> None:
+    def close(self, reason: str | None = None) -> None:
         """Close the connection. From outside its serve() task (broker shutdown), the task is cancelled
         and closes the socket itself once its pending receive or send is withdrawn: closing a socket
         under a pending loop operation makes that operation fail on a dead file descriptor."""
+        if reason is not None and self.close_reason is None:
+            self.close_reason = reason
         task = self._task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
@@ -239,7 +284,10 @@ class Connection:
 
 
 class ConnectionStats:
-    __slots__ = ("bytes_in", "bytes_out", "sendfile_bytes", "requests", "busy_s")
+    """Broker-wide counters, shared by every connection (read by broker/metrics.py)."""
+
+    __slots__ = ("bytes_in", "bytes_out", "sendfile_bytes", "requests", "busy_s", "closed_request_too_large",
+                 "closed_invalid_request")
 
     def __init__(self) -> None:
         self.bytes_in = 0
@@ -247,3 +295,5 @@ class ConnectionStats:
         self.sendfile_bytes = 0
         self.requests = 0
         self.busy_s = 0.0
+        self.closed_request_too_large = 0  # socket.request.max.bytes
+        self.closed_invalid_request = 0  # undecodable requests, unsupported versions

@@ -4,6 +4,13 @@ Handlers receive the decoded request and return the response body for the same v
 dispatcher encodes it with the right header. A handler that raises gets its request answered with
 the API's error form where one exists, else the connection is closed; either way one line is logged
 and the broker carries on.
+
+With ``control.plane.listener.name`` set, the controller-to-broker APIs (LeaderAndIsr, UpdateMetadata,
+StopReplica) are served only on that listener. A request for one of them on another listener is
+answered the way Kafka's network layer answers an API its listener does not enable (and the way it
+treats an Envelope off the privileged listener): no response, the connection is closed. Kafka 3.9 in
+ZooKeeper mode itself serves them on every listener and relies on CLUSTER_ACTION authorization; the
+listener check is what stands in for it here, since kafkette has no authorizer.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.connection import CloseConnection, limited_log
 from protocol.api_versions import REFUSED, ApiKey
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
@@ -34,6 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Sent by the controller to brokers: served only on the control-plane listener when there is one.
+CONTROL_PLANE_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA})
+
 # KIP-511: client software name and version must look like this, else INVALID_REQUEST.
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -46,11 +57,14 @@ class KafkaApis:
         self.handlers: dict[int, HandlerFn] = {ApiKey.API_VERSIONS: self.handle_api_versions}
         self.request_stats: dict[int, list[float]] = {}  # api key -> [count, total seconds]
         self.observer: Callable[[Request, float], None] | None = None
+        self.refused_off_control_plane = 0  # connections closed by the listener check (metrics)
 
     def register(self, api_key: int, fn: HandlerFn) -> None:
         self.handlers[api_key] = fn
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> Parts | None:
+        if self.listener_refuses(conn, frame):
+            raise CloseConnection()
         try:
             request = self.decode(frame)
         except UnsupportedVersionError as e:
@@ -84,6 +98,19 @@ class KafkaApis:
         if body is None:
             return None  # acks=0 produce
         return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)
+
+    def listener_refuses(self, conn: Connection, frame: memoryview) -> bool:
+        control_plane = self.broker.control_plane_listener
+        if control_plane is None or conn.listener == control_plane or len(frame) < 2:
+            return False
+        api_key = int.from_bytes(frame[:2], "big", signed=True)
+        if api_key not in CONTROL_PLANE_APIS:
+            return False
+        self.refused_off_control_plane += 1
+        limited_log.log(logging.INFO, "control-plane", "Closing connection %s from listener %s because it sent a "
+                        "%s request, which is only accepted on the control plane listener %s.", conn.peer,
+                        conn.listener, ApiKey(api_key).name, control_plane)
+        return True
 
     @staticmethod
     def decode(frame: memoryview) -> Request:

@@ -6,7 +6,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from storage.config import ConfigError
+from storage.config import BrokerConfig, ConfigError
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^:\[\]]*):(\d+)$")
 
@@ -64,3 +64,52 @@ def parse_protocol_map(value: str) -> dict[str, str]:
         k, v = item.split(":", 1)
         out[k.strip().upper()] = v.strip().upper()
     return out
+
+
+def inter_broker_and_control_plane(config: BrokerConfig, listeners: list[Endpoint], advertised: list[Endpoint],
+                                   protocol_map: dict[str, str]) -> tuple[str, str | None]:
+    """The inter-broker listener name and the control-plane listener name (or None), checked at startup
+    with Kafka's rules (KafkaConfig.validateValues)."""
+    ib_name = config.get("inter.broker.listener.name")
+    if ib_name is not None:
+        if "security.inter.broker.protocol" in config.originals:
+            raise ConfigError("inter.broker.listener.name", ib_name,
+                              "Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                              "should be set.")
+        inter_broker = ib_name.strip().upper()
+        if inter_broker not in protocol_map:
+            raise ConfigError("inter.broker.listener.name", ib_name,
+                              f"Listener with name {inter_broker} defined in inter.broker.listener.name not found "
+                              "in listener.security.protocol.map.")
+    else:
+        # Kafka names the listener after the security protocol when only the protocol is given.
+        inter_broker = config.get("security.inter.broker.protocol").upper()
+    advertised_names = [e.name for e in advertised]
+    valid = ",".join(advertised_names)
+    if inter_broker not in advertised_names:
+        raise ConfigError("inter.broker.listener.name", inter_broker,
+                          "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                          f"The valid options based on currently configured listeners are {valid}")
+    listener_names = {e.name for e in listeners}
+    if not set(advertised_names) <= listener_names:
+        raise ConfigError("advertised.listeners", ",".join(map(str, advertised)),
+                          "advertised.listeners listener names must be equal to or a subset of the ones defined in "
+                          f"listeners. Found {valid}. The valid options based on the current configuration are "
+                          f"{','.join(sorted(listener_names))}")
+    cp_name = config.get("control.plane.listener.name")
+    if cp_name is None:
+        return inter_broker, None
+    control_plane = cp_name.strip().upper()
+    if control_plane not in protocol_map:
+        raise ConfigError("control.plane.listener.name", cp_name,
+                          f"Listener with {control_plane} defined in control.plane.listener.name not found in "
+                          "listener.security.protocol.map.")
+    if control_plane not in advertised_names:
+        raise ConfigError("control.plane.listener.name", cp_name,
+                          "control.plane.listener.name must be a listener name defined in advertised.listeners. "
+                          f"The valid options based on currently configured listeners are {valid}")
+    if control_plane == inter_broker:
+        raise ConfigError("control.plane.listener.name", cp_name,
+                          "control.plane.listener.name, when defined, should have a different value from the inter "
+                          f"broker listener name. Currently they both have the value {control_plane}")
+    return inter_broker, control_plane

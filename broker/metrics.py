@@ -150,6 +150,7 @@ class BrokerCollector:
         for name, n in sorted(per_listener.items()):
             conns.add_metric([name], n)
         out.append(conns)
+        out.extend(self._connection_limit_metrics())
         idle = self._idle_ratio()
         out.append(GaugeMetricFamily("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
                                      "Fraction of time the request handler (the event loop) was idle, 0..1.",
@@ -264,6 +265,61 @@ class BrokerCollector:
 
         # Consumer groups this broker coordinates (kafka_exporter's names)
         out += self._group_metrics(partitions)
+        return out
+
+    def _connection_limit_metrics(self) -> list[Metric]:
+        """Connections opened, closed and refused, and the bound on requests in flight (SocketServer,
+        ConnectionQuotas and RequestChannel in Kafka)."""
+        b = self.broker
+        out: list[Metric] = []
+        created = CounterMetricFamily("kafka_server_socket_server_metrics_connection_creation",
+                                      "Connections accepted (connection-creation-total).", labels=["listener"])
+        closed = CounterMetricFamily("kafka_server_socket_server_metrics_connection_close",
+                                     "Connections closed (connection-close-total).", labels=["listener"])
+        for name in sorted(b.connections_created):
+            created.add_metric([name], b.connections_created[name])
+            closed.add_metric([name], b.connections_closed.get(name, 0))
+        out += [created, closed]
+        out.append(GaugeMetricFamily("kafka_network_socketserver_expiredconnectionskilledcount",
+                                     "Connections closed after connections.max.idle.ms without traffic.",
+                                     value=b.expired_connections_killed))
+        q = b.connection_quotas
+        refused = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connections_refused",
+            "Connections refused or closed because of a limit, by the config that limits them.",
+            labels=["listener", "reason"])
+        for name in sorted(q.listener_counts):
+            refused.add_metric([name, "max.connections.per.ip"], q.refused_per_ip.get(name, 0))
+            refused.add_metric([name, "max.connections"], q.closed_for_max_connections.get(name, 0))
+        refused.add_metric(["", "socket.request.max.bytes"], b.stats.closed_request_too_large)
+        refused.add_metric(["", "control.plane.listener.name"], b.apis.refused_off_control_plane)
+        out.append(refused)
+        blocked = CounterMetricFamily("kafka_network_acceptor_blocked",
+                                      "Times an acceptor stopped accepting because the broker was at max.connections.",
+                                      labels=["listener"])
+        for name in sorted(q.accept_blocked):
+            blocked.add_metric([name], q.accept_blocked[name])
+        out.append(blocked)
+        out.append(CounterMetricFamily("kafka_network_socketserver_invalidrequests",
+                                       "Connections closed because a request could not be decoded.",
+                                       value=b.stats.closed_invalid_request))
+        permits = b.request_permits
+        out.append(GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
+                                     "Requests read but not yet answered (bounded by queued.max.requests).",
+                                     value=permits.in_flight))
+        out.append(GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize_peak",
+                                     "Most requests ever read but not yet answered at once.", value=permits.peak))
+        out.append(GaugeMetricFamily("kafka_network_socketserver_memorypoolused",
+                                     "Bytes of requests read but not yet answered (queued.max.request.bytes).",
+                                     value=permits.bytes))
+        out.append(CounterMetricFamily("kafka_network_requestchannel_requestqueuewaits",
+                                       "Times a connection stopped reading because the request queue was full.",
+                                       value=permits.waited))
+        state = b.services.get("controller_requests")
+        if state is not None:
+            out.append(CounterMetricFamily("kafka_server_controllerrequests_fenced",
+                                           "Controller requests refused for a stale broker or controller epoch.",
+                                           value=state.refused))
         return out
 
     def _group_metrics(self, partitions: dict[tuple[str, int], Any]) -> list[Metric]:
