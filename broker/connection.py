@@ -32,8 +32,10 @@ from protocol.framing import check_frame_size
 from protocol.schema import FileRegion
 
 log = logging.getLogger(__name__)
-# Closures a client can cause at will are logged at most once per interval per kind.
+# Closures a client can cause at will are logged at most once per interval per kind (limits), or a
+# few per interval (invalid requests, whose text helps whoever debugs a client).
 limited_log = RateLimitedLog(log)
+invalid_request_log = RateLimitedLog(log, burst=20)
 
 _SIZE = struct.Struct(">i")
 # The read buffer every connection keeps: enough for the size prefix and most small requests in one
@@ -246,10 +248,10 @@ class Connection:
         except FrameTooLargeError as e:
             # Kafka: InvalidReceiveException, the connection is closed; other clients are not affected.
             self.stats.closed_request_too_large += 1
-            limited_log.log(logging.WARNING, "too-large", "closing connection from %s: %s", self.peer, e)
+            invalid_request_log.log(logging.WARNING, "too-large", "closing connection from %s: %s", self.peer, e)
         except ProtocolError as e:
             self.stats.closed_invalid_request += 1
-            limited_log.log(logging.WARNING, "invalid", "closing connection from %s: invalid request: %s",
+            invalid_request_log.log(logging.WARNING, "invalid", "closing connection from %s: invalid request: %s",
                             self.peer, e)
         except CloseConnection:
             pass

@@ -9,20 +9,26 @@ import time
 
 
 class RateLimitedLog:
-    def __init__(self, logger: logging.Logger, interval_s: float = 10.0) -> None:
+    """At most ``burst`` lines per ``interval_s`` for each kind of line; the first line after a quiet
+    spell says how many were left out."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0, burst: int = 1) -> None:
         self.logger = logger
         self.interval_s = interval_s
-        self._last: dict[str, float] = {}  # kind -> monotonic time of its last line
+        self.burst = burst
+        self._window: dict[str, tuple[float, int]] = {}  # kind -> (window start, lines logged in it)
         self._suppressed: dict[str, int] = {}
 
     def log(self, level: int, kind: str, msg: str, *args: object) -> None:
         now = time.monotonic()
-        last = self._last.get(kind)
-        if last is not None and now - last < self.interval_s:
+        start, logged = self._window.get(kind, (now, 0))
+        if now - start >= self.interval_s:
+            start, logged = now, 0
+        if logged >= self.burst:
             self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
             return
-        self._last[kind] = now
+        self._window[kind] = (start, logged + 1)
         skipped = self._suppressed.pop(kind, 0)
         if skipped:
-            msg += f" ({skipped} more like this in the last {now - last:.0f} s)"  # type: ignore[operator]
+            msg += f" ({skipped} more like this were not logged)"
         self.logger.log(level, msg, *args)
