@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,12 +90,13 @@ class DeliveryConfig:
                    delivery_timeout_ms=num("delivery.timeout.ms", 120000))
 
 
-def produce_batches(client: WireClient, batches: dict[TP, bytes], delivery: DeliveryConfig
-                    ) -> dict[TP, tuple[int, int, str | None]]:
+def produce_batches(client: WireClient, batches: dict[TP, bytes], delivery: DeliveryConfig,
+                    on_retry: Callable[[int], None] | None = None) -> dict[TP, tuple[int, int, str | None]]:
     """Send one batch per partition to its leader, retrying per ``delivery``.
 
     Returns (error code, base offset, error message) per partition: 0 and the offset once written,
-    else the last error (non-retriable, or retries / the delivery timeout exhausted).
+    else the last error (non-retriable, or retries / the delivery timeout exhausted). ``on_retry(n)``
+    is told how many batches each retry round sends again.
     """
     out: dict[TP, tuple[int, int, str | None]] = {}
     pending = dict(batches)
@@ -121,6 +123,8 @@ def produce_batches(client: WireClient, batches: dict[TP, bytes], delivery: Deli
         if not pending:
             break
         attempt += 1
+        if on_retry is not None:
+            on_retry(len(pending))
         log.info("retrying %d batch(es) (attempt %d): %s", len(pending), attempt,
                  sorted({error_info(failed[tp][0]).name for tp in pending}))
         time.sleep(delivery.retry_backoff_ms / 1000)
@@ -212,6 +216,7 @@ class Producer:
         self._first_at: float | None = None
         self._partitioner = StickyPartitioner()
         self.sent = 0
+        self.retried_batches = 0
 
     @classmethod
     def from_properties(cls, client: WireClient, props: dict[str, str], **overrides: Any) -> Producer:
@@ -267,6 +272,9 @@ class Producer:
         return build_batch(records, compression=self.compression, producer_id=self.producer_id,
                            producer_epoch=self.producer_epoch, base_sequence=seq)
 
+    def _count_retry(self, n: int) -> None:
+        self.retried_batches += n
+
     def flush(self) -> dict[TP, tuple[int, int, str | None]]:
         if not self._buf:
             return {}
@@ -276,7 +284,7 @@ class Producer:
         self._buf_bytes = 0
         self._first_at = None
         self._partitioner.batch_done()
-        results = produce_batches(self.client, batches, self.delivery)
+        results = produce_batches(self.client, batches, self.delivery, self._count_retry)
         for tp, (code, _off, msg) in results.items():
             check(code, msg, f"produce to {tp[0]}-{tp[1]}")
             self.sent += counts[tp]
