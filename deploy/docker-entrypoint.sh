@@ -14,9 +14,12 @@
 #   docker-entrypoint.sh                 write the file, then run the broker (exec)
 #   docker-entrypoint.sh --print-config  write the file to stdout and exit
 #   docker-entrypoint.sh CMD ...         run CMD instead (e.g. kafkette topics --list)
+# The broker runs as the image's non-root user (kafkette, uid 1000). Started as root, the entrypoint gives
+# the log dirs to that user and drops to it (setpriv); started as anyone else, it checks they are writable.
 set -euo pipefail
 
 CONFIG_OUT="${KAFKETTE_CONFIG:-/var/lib/kafkette/server.properties}"
+RUN_AS="${KAFKETTE_USER:-kafkette}"
 BASE_CONFIG="${KAFKETTE_BASE_CONFIG:-/etc/kafkette/server.properties}"
 
 skip_var() {
@@ -67,4 +70,30 @@ fi
 mkdir -p "$(dirname "$CONFIG_OUT")"
 render_config > "$CONFIG_OUT"
 echo "docker-entrypoint: wrote $CONFIG_OUT" >&2
+
+# The data directories: log.dirs, else log.dir (the last value in the file wins, as in the broker).
+log_dirs="$(sed -n 's/^[[:space:]]*log\.dirs[[:space:]]*=[[:space:]]*//p' "$CONFIG_OUT" | tail -n 1)"
+[[ -n "$log_dirs" ]] || log_dirs="$(sed -n 's/^[[:space:]]*log\.dir[[:space:]]*=[[:space:]]*//p' "$CONFIG_OUT" | tail -n 1)"
+[[ -n "$log_dirs" ]] || log_dirs=/tmp/kafka-logs
+IFS=',' read -r -a dirs <<<"$log_dirs"
+
+if [[ "$(id -u)" == 0 ]]; then
+  # Started as root (e.g. `user: root` for a volume created by someone else): the broker still runs as
+  # kafkette, so it must own its data directories and the rendered config.
+  for d in "${dirs[@]}"; do
+    mkdir -p "$d"
+    chown -R "$RUN_AS:$RUN_AS" "$d"
+  done
+  chown "$RUN_AS:$RUN_AS" "$CONFIG_OUT"
+  exec setpriv --reuid="$RUN_AS" --regid="$RUN_AS" --init-groups kafkette broker start --config "$CONFIG_OUT"
+fi
+for d in "${dirs[@]}"; do
+  mkdir -p "$d" 2>/dev/null || true
+  if [[ ! -w "$d" ]]; then
+    echo "docker-entrypoint: log dir $d is not writable by uid $(id -u); chown it to $(id -u) or start" \
+         "the container as root once so that the entrypoint hands it over" >&2
+    exit 1
+  fi
+done
+# exec: the broker is the container's main process and receives the stop signal (SIGTERM) itself.
 exec kafkette broker start --config "$CONFIG_OUT"

@@ -46,6 +46,12 @@ fi
 if [[ $# -gt 0 ]]; then
   exec "${run[@]}" "$@"
 fi
+# Debian's zookeeper.jar logs through SLF4J; its log4j 1.2 binding sends the log to stdout (CONSOLE).
+classpath=/conf:/usr/share/java/zookeeper.jar
+for jar in /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar; do
+  [[ -f "$jar" ]] && classpath="$classpath:$jar"
+done
 # exec: the JVM is PID 1 and gets the stop signal itself.
+# shellcheck disable=SC2086  # JVMFLAGS is a list of flags
 exec "${run[@]}" java ${JVMFLAGS:-} -Dzookeeper.log.dir=/logs -Dzookeeper.root.logger=INFO,CONSOLE \
-  -cp "/conf:/usr/share/java/zookeeper.jar" org.apache.zookeeper.server.quorum.QuorumPeerMain "$CONF"
+  -cp "$classpath" org.apache.zookeeper.server.quorum.QuorumPeerMain "$CONF"
