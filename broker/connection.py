@@ -127,7 +127,13 @@ class Connection:
         (size,) = _SIZE.unpack_from(self._buf, self._start)
         check_frame_size(size, self.max_request_bytes)
         self._start += 4
-        await self.permits.acquire(size)
+        # Waiting for a permit is not idleness: the client did send a request.
+        self.in_flight = True
+        try:
+            await self.permits.acquire(size)
+        finally:
+            self.in_flight = False
+            self.last_active = time.monotonic()
         try:
             return await self._read_body(size)
         except BaseException:

@@ -1,0 +1,284 @@
+"""Bounded resources per client, over real sockets against real broker processes.
+
+max.connections.per.ip (and its overrides, changed at run time through IncrementalAlterConfigs and the
+CLI), max.connections, connections.max.idle.ms, socket.request.max.bytes and queued.max.requests.
+Test clients connect from 127.0.0.2 (any 127/8 address is loopback on Linux), so the per-address
+counts are ours alone: the broker's own controller and replica connections come from 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+from protocol.api_versions import ApiKey
+from protocol.messages import decode_response, encode_request, new_request, request_type
+from tests.conftest import attach_cluster, shared_cluster
+from tests.integration.helpers import RawClient, create_topic, unique, wait_until
+from tests.ops.helpers import ok
+
+CLIENT_IP = "127.0.0.2"
+
+
+class Client(RawClient):
+    """RawClient from CLIENT_IP."""
+
+    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+        host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout, source_address=(CLIENT_IP, 0))
+        self.client_id = "limits"
+        self._cid = 0
+
+    def api_versions(self) -> None:
+        r = self.request(ApiKey.API_VERSIONS, 3, client_software_name="limits", client_software_version="1")
+        assert r.error_code == 0, r
+
+
+def served(c: Client) -> bool:
+    """The connection answers a request; False when the broker closed it (EOF or reset)."""
+    try:
+        c.api_versions()
+        return True
+    except TimeoutError:
+        raise
+    except (ConnectionError, OSError):
+        return False
+
+
+def metric(url: str | None, sample: str) -> float:
+    """One sample of the broker's Prometheus endpoint, by its full name and labels."""
+    assert url is not None
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{sample} not in the metrics")
+
+
+def alter_broker_config(bootstrap: str, broker: str, configs: dict[str, str]) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="limits-admin")
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, broker, configs=configs)], incremental=True)
+    finally:
+        admin.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Connection counts
+
+
+def test_max_connections_per_ip_and_dynamic_overrides(cluster_factory: Callable[..., Any]) -> None:
+    cluster = cluster_factory(1, overrides={"max.connections.per.ip": "50"})
+    b = cluster.brokers[0]
+    bootstrap = b.bootstrap
+    refused_metric = 'kafka_server_socket_server_metrics_connections_refused_total{listener="PLAINTEXT",' \
+                     'reason="max.connections.per.ip"}'
+    clients: list[Client] = []
+    try:
+        for _ in range(50):
+            c = Client(bootstrap)
+            clients.append(c)
+            c.api_versions()
+        extra = Client(bootstrap)
+        assert not served(extra), "the 51st connection from one address was served"
+        extra.close()
+        for c in clients:  # the first 50 keep working
+            c.api_versions()
+        assert metric(b.metrics_url, refused_metric) >= 1
+
+        # Per broker, through IncrementalAlterConfigs (kafka-python): an override for our address.
+        alter_broker_config(bootstrap, "0", {"max.connections.per.ip.overrides": f"{CLIENT_IP}:55"})
+
+        def one_more() -> bool:
+            c = Client(bootstrap)
+            if served(c):
+                clients.append(c)
+                return True
+            c.close()
+            return False
+
+        wait_until(one_more, 30, "the override to let a 51st connection in")
+        while len(clients) < 55:
+            assert one_more(), f"connection {len(clients) + 1} refused under an override of 55"
+        extra = Client(bootstrap)
+        assert not served(extra), "the 56th connection was served under an override of 55"
+        extra.close()
+
+        # The cluster-wide default, through the CLI: a lower per-address limit applies to new
+        # connections (open ones stay, as in Kafka); removing the override makes it ours.
+        ok("configs", "--alter", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+           "--add-config", "max.connections.per.ip=40")
+        ok("configs", "--alter", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+           "--delete-config", "max.connections.per.ip.overrides")
+        for c in clients[40:]:
+            c.close()
+        del clients[40:]
+
+        def refused_at_40() -> bool:
+            c = Client(bootstrap)
+            try:
+                return not served(c)
+            finally:
+                c.close()
+
+        wait_until(refused_at_40, 30, "the cluster-wide max.connections.per.ip=40 to refuse the 41st")
+        for c in clients:
+            c.api_versions()
+        # Kafka closes one refused connection after another; each counts, none is logged per connection.
+        assert metric(b.metrics_url, refused_metric) >= 3
+        log = b.log_text()
+        assert log.count("Rejected connection from 127.0.0.2") <= 3, "a log line per refused connection"
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_max_connections_blocks_the_acceptor_until_one_closes(cluster_factory: Callable[..., Any]) -> None:
+    cluster = cluster_factory(1)
+    b = cluster.brokers[0]
+    gauge = 'kafka_server_socket_server_metrics_connection_count{listener="PLAINTEXT"}'
+    open_now = int(metric(b.metrics_url, gauge))
+    limit = open_now + 4
+    alter_broker_config(b.bootstrap, "0", {"max.connections": str(limit)})
+    # The admin client's connection is gone again; the broker's own ones remain.
+    wait_until(lambda: metric(b.metrics_url, gauge) <= open_now, 30, "the admin connection to close")
+    clients: list[Client] = []
+    try:
+        blocked: Client | None = None
+        for _ in range(8):
+            c = Client(b.bootstrap, timeout=3.0)
+            try:
+                c.api_versions()
+                clients.append(c)
+            except TimeoutError:
+                blocked = c  # accepted by the kernel, not by the broker: it waits in the backlog
+                break
+        assert blocked is not None, f"{len(clients)} connections served with max.connections={limit}"
+        assert len(clients) <= 4
+        assert metric(b.metrics_url, 'kafka_network_acceptor_blocked_total{listener="PLAINTEXT"}') >= 1
+        clients.pop(0).close()
+        blocked.sock.settimeout(30)
+        (size,) = struct.unpack(">i", blocked._recv_exact(4))  # the answer to the request it sent
+        blocked._recv_exact(size)
+        clients.append(blocked)
+    finally:
+        for c in clients:
+            c.close()
+        alter_broker_config(b.bootstrap, "0", {"max.connections": "2147483647"})
+
+
+# ------------------------------------------------------------------------------------------------
+# Idle connections, oversized requests, the request queue (one broker shared by these tests)
+
+
+@pytest.fixture(scope="module")
+def limited_broker() -> Iterator[Any]:
+    yield from shared_cluster(1, {"connections.max.idle.ms": "2000", "socket.request.max.bytes": "1048576",
+                                  "queued.max.requests": "2"})
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest, limited_broker: Any) -> Any:
+    attach_cluster(request, limited_broker)
+    return limited_broker.brokers[0]
+
+
+def test_idle_connections_are_closed(broker: Any) -> None:
+    idle, busy = Client(broker.bootstrap), Client(broker.bootstrap)
+    try:
+        idle.api_versions()
+        busy.api_versions()
+
+        def idle_closed() -> bool:
+            busy.api_versions()  # traffic keeps this one open throughout
+            idle.sock.settimeout(0.2)
+            try:
+                return idle.sock.recv(1) == b""
+            except TimeoutError:
+                return False
+            except ConnectionError:
+                return True
+
+        wait_until(idle_closed, 30, "the idle connection to be closed", interval=0.3)
+        busy.api_versions()
+        assert metric(broker.metrics_url, "kafka_network_socketserver_expiredconnectionskilledcount") >= 1
+    finally:
+        idle.close()
+        busy.close()
+
+
+def test_request_over_socket_request_max_bytes_closes_only_that_connection(broker: Any) -> None:
+    topic = unique("max-bytes")
+    create_topic(broker.bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    try:
+        producer.send(topic, b"before", partition=0).get(30)
+        big = Client(broker.bootstrap)
+        mt = request_type(ApiKey.PRODUCE)
+        body = new_request(ApiKey.PRODUCE, transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            mt.TopicProduceData(name=topic, partition_data=[
+                mt.PartitionProduceData(index=0, records=b"\0" * (2 << 20))])])
+        frame = encode_request(ApiKey.PRODUCE, 9, 1, "big", body)
+        assert len(frame) > 1048576
+        try:
+            big.sock.sendall(frame)
+        except (ConnectionError, OSError):
+            pass  # the broker may close while we are still sending: that is the point
+        with pytest.raises((ConnectionError, OSError)):
+            big.recv_frame()
+        big.close()
+        assert metric(broker.metrics_url, 'kafka_server_socket_server_metrics_connections_refused_total{listener="",'
+                                          'reason="socket.request.max.bytes"}') >= 1
+        # Other clients carry on: the producer's connection was never touched.
+        producer.send(topic, b"after", partition=0).get(30)
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                 consumer_timeout_ms=2000)
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            got: list[bytes] = []
+            wait_until(lambda: got.extend(r.value for r in consumer) or len(got) >= 2, 30, "both records")
+            assert got == [b"before", b"after"]
+        finally:
+            consumer.close()
+    finally:
+        producer.close()
+
+
+def test_queued_max_requests_bounds_requests_in_flight(broker: Any) -> None:
+    """Four fetches that each wait 5 s in the fetch purgatory: two are read and parked, the other two
+    wait unread until a permit is free, and all four are answered."""
+    topic = unique("queued")
+    create_topic(broker.bootstrap, topic)
+    url = broker.metrics_url
+    waits_before = metric(url, "kafka_network_requestchannel_requestqueuewaits_total")
+    mt = request_type(ApiKey.FETCH)
+    clients = [Client(broker.bootstrap, timeout=60) for _ in range(4)]
+    try:
+        for c in clients:
+            body = new_request(ApiKey.FETCH, replica_id=-1, max_wait_ms=5000, min_bytes=1 << 20, max_bytes=1 << 20,
+                               isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                                   mt.FetchTopic(topic=topic, partitions=[mt.FetchPartition(
+                                       partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                       log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                               forgotten_topics_data=[], rack_id="")
+            c.send_frame(encode_request(ApiKey.FETCH, 12, 1, "queued", body))
+        wait_until(lambda: metric(url, "kafka_network_requestchannel_requestqueuewaits_total") >= waits_before + 2,
+                   30, "two fetches to wait for a permit")
+        assert metric(url, "kafka_network_requestchannel_requestqueuesize") <= 2
+        for c in clients:
+            _cid, r = decode_response(ApiKey.FETCH, 12, c.recv_frame())
+            assert r.responses[0].partitions[0].error_code == 0
+        assert metric(url, "kafka_network_requestchannel_requestqueuesize_peak") <= 2
+    finally:
+        for c in clients:
+            c.close()
