@@ -125,6 +125,7 @@ def register(broker: Broker) -> None:
         topics = []
         became_leader: list[tuple[str, int]] = []
         became_follower: list[tuple[str, int, int]] = []
+        await rm.prepare_become_leader_or_follower(b.topic_states)  # new logs in one batch
         for ts in b.topic_states:
             errs = []
             for ps in ts.partition_states:
@@ -133,7 +134,7 @@ def register(broker: Broker) -> None:
                     p = rm.get_or_create_partition(ts.topic_name, ps.partition_index, ts.topic_id)
                     if ps.leader == broker.broker_id:
                         ok = p.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch,
-                                           ps.controller_epoch)
+                                           ps.controller_epoch, write_epoch_checkpoint=False)
                         if ok:
                             became_leader.append(p.tp)
                     else:
@@ -148,6 +149,7 @@ def register(broker: Broker) -> None:
                     code = ErrorCode.KAFKA_STORAGE_ERROR
                 errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=code))
             topics.append(_LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=errs))
+        await rm.checkpoint_leader_epochs(became_leader)  # one batch of leader-epoch-checkpoint writes
         fetchers = broker.services.get("replica_fetchers")
         if fetchers is None:  # shutting down: the fetchers are gone already
             return _LAI(error_code=ErrorCode.NONE, topics=topics)

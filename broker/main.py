@@ -36,6 +36,12 @@ def run_broker(config_path: str, overrides: list[str]) -> int:
         return 2
     for name in sorted(config.unknown):
         log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+    # Before any log is opened: the highest open files limit we may have, and a segment file cache
+    # sized to it (one warning now when it is too small, rather than EMFILE somewhere later).
+    from storage import fd_budget
+
+    fd_budget.apply(list(config.log_dir_list), config.get("max.connections"),
+                    config.get("log.segment.open.files.max"))
     from broker.broker import Broker
 
     try:

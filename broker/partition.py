@@ -86,8 +86,11 @@ class Partition:
     # -- role changes --------------------------------------------------------------------------------
 
     def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
-                    controller_epoch: int) -> bool:
-        """Become leader (LeaderAndIsr). Returns False if the request's epoch is stale."""
+                    controller_epoch: int, *, write_epoch_checkpoint: bool = True) -> bool:
+        """Become leader (LeaderAndIsr). Returns False if the request's epoch is stale.
+
+        ``write_epoch_checkpoint=False``: the caller writes the leader-epoch-checkpoint afterwards, for many
+        partitions at once (ReplicaManager.checkpoint_leader_epochs)."""
         if leader_epoch < self.leader_epoch:
             return False
         new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
@@ -100,7 +103,8 @@ class Partition:
         self.controller_epoch = controller_epoch
         if new_epoch:
             # KIP-101: the new epoch starts at our LEO; followers truncate against this.
-            self.log.maybe_assign_epoch_start_offset(leader_epoch, self.log.log_end_offset)
+            self.log.maybe_assign_epoch_start_offset(leader_epoch, self.log.log_end_offset,
+                                                     write_checkpoint=write_epoch_checkpoint)
             t = now_ms()
             leo = self.log.log_end_offset
             self.remote = {r: ReplicaState(last_caught_up_ms=t if r in self.isr else 0, last_fetch_leader_leo=leo)

@@ -91,15 +91,68 @@ class ReplicaManager:
         p.check_leader(current_leader_epoch)
         return p
 
-    def get_or_create_partition(self, topic: str, partition: int, topic_id: Any) -> Partition:
+    def get_or_create_partition(self, topic: str, partition: int, topic_id: Any, config: Any = None) -> Partition:
         tp = (topic, partition)
         p = self.partitions.get(tp)
         if p is None:
-            config = self.topic_config(topic)
+            if config is None:
+                config = self.topic_config(topic)
             lg = self.log_manager.get_or_create_log(topic, partition, topic_id=topic_id, config=config)
             p = Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id)
             self.partitions[tp] = p
         return p
+
+    # ------------------------------------------------------------------------------------------------
+    # Becoming leader or follower, in batches: a LeaderAndIsr may name every partition of the broker
+    # (10,000 after a restart), so nothing here costs a syscall round or an executor hop per partition
+    # on the event loop, and nothing scans all partitions per partition.
+
+    async def prepare_become_leader_or_follower(self, topic_states: Any) -> None:
+        """Create the Partition objects (and, for new partitions, their logs) a LeaderAndIsr names.
+
+        New logs are created off the event loop in one batch (LogManager.create_logs writes their
+        files in parallel); topic configs are built once per topic. A partition whose log could not be
+        created is left out: the per-partition step then reports its storage error.
+        """
+        configs: dict[str, Any] = {}
+        missing: list[tuple[str, int, Any, Any]] = []
+        for ts in topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                if tp in self.partitions:
+                    continue
+                config = configs.get(ts.topic_name)
+                if config is None:
+                    config = configs[ts.topic_name] = self.topic_config(ts.topic_name)
+                missing.append((ts.topic_name, ps.partition_index, ts.topic_id, config))
+        if not missing:
+            return
+        new_logs = [m for m in missing if self.log_manager.get_log(m[0], m[1]) is None]
+        if new_logs:
+            failed = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.create_logs, new_logs)
+            for (topic, partition), e in failed.items():
+                log.error("could not create the log of %s-%d: %s", topic, partition, e)
+        for topic, partition, topic_id, config in missing:
+            lg = self.log_manager.get_log(topic, partition)
+            if lg is not None and (topic, partition) not in self.partitions:
+                self.partitions[(topic, partition)] = Partition(topic, partition, self.broker_id, lg, config,
+                                                                topic_id=topic_id)
+
+    async def checkpoint_leader_epochs(self, tps: list[TP]) -> None:
+        """Write the leader-epoch-checkpoint of every partition that just became leader, in one batch
+        off the event loop (make_leader was called with write_epoch_checkpoint=False)."""
+        logs = [p.log for p in (self.partitions.get(tp) for tp in tps) if p is not None]
+        if not logs:
+            return
+        from storage.log_manager import run_batch
+
+        def write(lg: Any) -> None:
+            lg.write_leader_epoch_checkpoint()
+
+        errors = await asyncio.get_running_loop().run_in_executor(None, run_batch, write, logs)
+        for lg, e in zip(logs, errors, strict=True):
+            if e is not None:
+                log.error("could not write the leader epoch checkpoint of %s-%d: %s", lg.topic, lg.partition, e)
 
     async def stop_replica(self, tp: TP, *, delete: bool) -> None:
         """StopReplica: drop our replica of ``tp`` (and its log files when ``delete``)."""

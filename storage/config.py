@@ -623,6 +623,11 @@ _broker("log.message.timestamp.after.max.ms", T.LONG, INT64_MAX, "Default messag
 _broker("log.local.retention.ms", T.LONG, -2, "Default local.retention.ms.", validator=at_least(-2), mode=CW)
 _broker("log.local.retention.bytes", T.LONG, -2, "Default local.retention.bytes.", validator=at_least(-2), mode=CW)
 _broker("remote.log.storage.system.enable", T.BOOLEAN, False, "Enable tiered storage support on this broker.")
+_broker("log.segment.open.files.max", T.INT, 10_000,
+        "kafkette only: segment file descriptors (.log files and active indexes) kept open across all logs; "
+        "the least recently used idle ones are closed beyond it and reopened on demand. Lowered at start to "
+        "what the open files limit (RLIMIT_NOFILE) leaves after connections and headroom.",
+        validator=at_least(64), kafkette=True)
 _broker("num.recovery.threads.per.data.dir", T.INT, 1, "Threads per log directory for recovery at startup and flush at shutdown.",
         validator=at_least(1), importance=H, mode=CW)
 

@@ -41,6 +41,7 @@ from storage.errors import (
     RecordTooLargeError,
     is_disk_full,
 )
+from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors
 from storage.leader_epoch import LeaderEpochFileCache
 from storage.producer_state import ProducerStateManager
 from storage.segment import (
@@ -272,6 +273,12 @@ class PartitionLog:
     def _io_failure(self, exc: OSError, action: str) -> KafkaStorageError:
         if is_disk_full(exc):
             return KafkaStorageError(f"{action} {self.topic}-{self.partition}: disk full ({exc})", disk_full=True,
+                                     cause=exc)
+        if is_out_of_descriptors(exc):
+            # EMFILE/ENFILE is the process's limit, not the disk: the log stays online, idle segment
+            # files are closed so that a retry can open what it needs.
+            SEGMENT_FILES.shed_idle()
+            return KafkaStorageError(f"{action} {self.topic}-{self.partition}: out of file descriptors ({exc})",
                                      cause=exc)
         self._offline = True
         if self.io_error_handler is not None:
@@ -593,12 +600,32 @@ class PartitionLog:
         except OSError:
             self._epoch_checkpoint_dirty = True
 
-    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int | None = None) -> None:
-        """A new leader records where its epoch starts (the LEO when it became leader)."""
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int | None = None, *,
+                                        write_checkpoint: bool = True) -> None:
+        """A new leader records where its epoch starts (the LEO when it became leader).
+
+        ``write_checkpoint=False`` leaves the leader-epoch-checkpoint to :meth:`write_leader_epoch_checkpoint`
+        (LeaderAndIsr writes the files of thousands of partitions in one batch, off the event loop).
+        """
         with self._lock:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or leader_epoch > latest:
-                self._assign_epoch(leader_epoch, self._leo if start_offset is None else start_offset)
+                start = self._leo if start_offset is None else start_offset
+                if write_checkpoint:
+                    self._assign_epoch(leader_epoch, start)
+                else:
+                    self.leader_epoch_cache.assign(leader_epoch, start, flush=False)
+                    self._epoch_checkpoint_dirty = True
+
+    def write_leader_epoch_checkpoint(self) -> None:
+        """Write (and fsync) the leader-epoch-checkpoint if an epoch was assigned since the last write."""
+        if not self._epoch_checkpoint_dirty or self._offline or self._closed:
+            return
+        try:
+            self.leader_epoch_cache.flush()
+            self._epoch_checkpoint_dirty = False
+        except OSError as e:
+            raise self._io_failure(e, "leader epoch checkpoint of") from e
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch answer: (epoch, end offset) per KIP-101/279."""

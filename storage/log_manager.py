@@ -26,7 +26,8 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from storage.checkpoints import (
@@ -40,6 +41,7 @@ from storage.checkpoints import (
     fsync_dir,
 )
 from storage.errors import KafkaStorageError, LogDirOfflineError, is_disk_full
+from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors
 from storage.log import PartitionLog, now_ms, parse_partition_dir
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,26 @@ DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 
 TopicPartition = tuple[str, int]
+
+# Threads for batches of small fsync'd writes (new logs, leader-epoch checkpoints of a LeaderAndIsr):
+# the file system commits concurrent fsyncs together, so thousands take about as long as unsynced writes.
+BATCH_IO_THREADS = 16
+
+
+def run_batch(fn: Callable[[Any], None], items: Sequence[Any]) -> list[BaseException | None]:
+    """``fn`` on every item, in parallel threads; the exception each raised (or None), in order."""
+
+    def one(item: Any) -> BaseException | None:
+        try:
+            fn(item)
+        except Exception as e:  # reported per item to the caller
+            return e
+        return None
+
+    if len(items) < 8:
+        return [one(item) for item in items]
+    with ThreadPoolExecutor(min(BATCH_IO_THREADS, len(items)), thread_name_prefix="log-batch") as pool:
+        return list(pool.map(one, items))
 
 
 class InconsistentClusterIdError(Exception):
@@ -162,6 +184,11 @@ class LogManager:
         except OSError as e:
             if is_disk_full(e):
                 raise KafkaStorageError(f"log dir {log_dir} is full: {e}", disk_full=True, cause=e) from e
+            if is_out_of_descriptors(e):
+                # The process ran out of descriptors: the disk is fine. Close idle segment files so
+                # the retry (or the next attempt) can open what it needs.
+                SEGMENT_FILES.shed_idle()
+                raise KafkaStorageError(f"out of file descriptors in log dir {log_dir}: {e}", cause=e) from e
             self._mark_offline(log_dir, e)
             raise LogDirOfflineError(f"log dir {log_dir} failed: {e}", cause=e) from e
 
@@ -312,6 +339,59 @@ class LogManager:
             self._dir_of[tp] = d
             return lg
 
+    def create_logs(self, specs: Iterable[tuple[str, int, Any, Any]]) -> dict[TopicPartition, BaseException]:
+        """Create many logs at once (a LeaderAndIsr for new partitions): ``(topic, partition, topic id,
+        config)`` each. Directories are chosen as get_or_create_log does, the files are written in
+        parallel and each log directory's parent is fsynced once. Returns the failures by partition."""
+        todo: list[tuple[TopicPartition, str, Any, Any]] = []
+        failed: dict[TopicPartition, BaseException] = {}
+        with self._lock:
+            counts = self.partition_counts()
+            for topic, partition, topic_id, config in specs:
+                tp = (topic, partition)
+                if tp in self._logs or any(t[0] == tp for t in todo):
+                    continue
+                if tp in self._offline_partitions or not counts:
+                    failed[tp] = LogDirOfflineError(f"{topic}-{partition} has no online log dir")
+                    continue
+                d = min(self.online_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+                counts[d] += 1
+                todo.append((tp, d, topic_id, config))
+        made: dict[TopicPartition, PartitionLog] = {}
+
+        def create(item: tuple[TopicPartition, str, Any, Any]) -> None:
+            (topic, partition), d, topic_id, config = item
+            path = os.path.join(d, f"{topic}-{partition}")
+            os.makedirs(path, exist_ok=True)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+            made[(topic, partition)] = PartitionLog(
+                path, config if config is not None else self._config_for(topic), had_clean_shutdown=True,
+                clock=self.clock, io_error_handler=self._log_io_error)
+
+        errors = run_batch(create, todo)
+        dirs = {d for _tp, d, _i, _c in todo}
+        for d in dirs:
+            try:
+                with self._guard(d):
+                    fsync_dir(d)
+            except KafkaStorageError as e:
+                log.warning("could not sync log dir %s after creating logs: %s", d, e)
+        with self._lock:
+            for (tp, d, _i, _c), err in zip(todo, errors, strict=True):
+                lg = made.get(tp)
+                if err is not None or lg is None:
+                    failed[tp] = err or KafkaStorageError(f"{tp[0]}-{tp[1]} was not created")
+                    if isinstance(err, OSError) and not is_disk_full(err) and not is_out_of_descriptors(err):
+                        self._mark_offline(d, err)
+                    continue
+                if d in self.offline_dirs or tp in self._logs:
+                    lg.close_quietly()
+                    continue
+                self._logs[tp] = lg
+                self._dir_of[tp] = d
+        return failed
+
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the log and rename its directory ``<tp>.<uuid>-delete`` for asynchronous removal."""
         tp = (topic, partition)
@@ -340,11 +420,16 @@ class LogManager:
 
     def _write_checkpoints(self, name: str, value: Callable[[PartitionLog], int]) -> None:
         for d, offsets in self._offsets_by_dir(value).items():
-            try:
-                with self._guard(d):
-                    OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
-            except KafkaStorageError as e:
-                log.warning("could not write %s in %s: %s", name, d, e)
+            for attempt in (1, 2):
+                try:
+                    with self._guard(d):
+                        OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
+                    break
+                except KafkaStorageError as e:
+                    if attempt == 1 and is_out_of_descriptors(e.__cause__ or e):
+                        continue  # _guard shed idle descriptors: once more
+                    log.warning("could not write %s in %s: %s", name, d, e)
+                    break
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
