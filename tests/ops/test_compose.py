@@ -1,0 +1,371 @@
+"""docker-compose.yml run for real: images built with podman, the stack brought up with podman-compose.
+
+No image registry is needed: deploy/local-images.sh bootstraps a Debian base with debootstrap (Debian's
+package mirror), imports it, and builds every image FROM it with ``--pull=never`` (the only network the
+builds use is the package registries: Debian, PyPI, Maven Central). The stack is the compose file as it
+is, with the image variables of deploy/local-images.env and host ports below 32768 chosen free for the
+run: one ZooKeeper, three brokers, Prometheus, then the pipeline service. Grafana has no Debian package
+and is not started.
+
+podman runs without systemd here, so nothing schedules the healthchecks: the test runs each one with
+``podman healthcheck run`` (what podman's timer would do), which records the result in the container's
+state, and polls for ``healthy``.
+
+Everything the test starts carries the project label and is removed in a finally block (containers,
+volumes, the network), also when a test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients.pipeline import results
+from clients.pipeline.generate_events import PageView, parse_time_ms
+from tests.cluster.helpers import Admin, KafkaPythonProducer, read_all, verify
+from tests.integration.helpers import unique, wait_until
+from tests.spark import expected
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = "kafkettecompose"
+BROKERS = ("broker-1", "broker-2", "broker-3")
+CORE = ("zookeeper", *BROKERS, "prometheus")
+KCAT = shutil.which("kcat") or "kcat"
+LOCAL_IMAGES = ("localhost/kafkette:latest", "localhost/kafkette-pipeline:latest",
+                "localhost/kafkette-zookeeper:3.8", "localhost/kafkette-prometheus:latest")
+BASE_IMAGE = "localhost/debian-base:bookworm"
+
+
+def free_low_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports below 32768 (outside Linux's ephemeral range) that nobody listens on."""
+    ports: list[int] = []
+    rng = random.Random()
+    while len(ports) < n:
+        port = rng.randrange(20000, 32000)
+        if port in ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        ports.append(port)
+    return ports
+
+
+def local_image_env() -> dict[str, str]:
+    out = {}
+    for line in (REPO / "deploy/local-images.env").read_text().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    ports: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"localhost:{self.ports[b]}" for b in BROKERS)
+
+    def container(self, service: str) -> str:
+        return f"{PROJECT}_{service}_1"
+
+    def run(self, *cmd: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(cmd, env=self.env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def podman(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.run("podman", *args, timeout=timeout, check=check)
+
+    def compose(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        # podman-compose 1.0 exits 0 whatever podman said; the tests check the containers themselves.
+        return self.run("podman-compose", "-p", PROJECT, "-f", str(REPO / "docker-compose.yml"), *args,
+                        timeout=timeout)
+
+    def up(self, *services: str) -> None:
+        self.compose("up", "-d", "--no-build", *services)
+
+    def state(self, service: str) -> dict[str, Any]:
+        out = self.podman("inspect", "--type", "container", self.container(service)).stdout
+        return json.loads(out)[0]["State"]
+
+    def health(self, service: str) -> str:
+        st = self.state(service)
+        return (st.get("Health") or st.get("Healthcheck") or {}).get("Status", "")
+
+    def check_health(self, service: str) -> bool:
+        """Run the service's healthcheck once (podman records the result); True when healthy."""
+        self.podman("healthcheck", "run", self.container(service), check=False, timeout=60)
+        return self.health(service) == "healthy"
+
+    def wait_healthy(self, services: tuple[str, ...] | list[str], timeout: float = 300) -> None:
+        for svc in services:
+            wait_until(lambda s=svc: self.check_health(s), timeout,
+                       lambda s=svc: f"{s} healthy; log:\n{self.logs(s)[-3000:]}", interval=2)
+
+    def logs(self, service: str) -> str:
+        proc = self.podman("logs", self.container(service), check=False)
+        return proc.stdout + proc.stderr
+
+    def project_ids(self, kind: str) -> list[str]:
+        label = f"label=io.podman.compose.project={PROJECT}"
+        if kind == "container":
+            out = self.podman("ps", "-a", "-q", "--filter", label, check=False).stdout
+        else:
+            out = self.podman("volume", "ls", "-q", "--filter", label, check=False).stdout
+        return out.split()
+
+    def remove_everything(self) -> None:
+        """Containers, volumes and the network of the project, whatever state they are in."""
+        with contextlib.suppress(Exception):
+            self.compose("down", "-v", "-t", "30", timeout=300)
+        ids = self.project_ids("container")
+        if ids:
+            self.podman("rm", "-f", "-v", "-t", "10", *ids, check=False)
+        vols = self.project_ids("volume")
+        if vols:
+            self.podman("volume", "rm", "-f", *vols, check=False)
+        self.podman("network", "rm", "-f", f"{PROJECT}_default", check=False)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    cache = REPO / ".cache" / "containers"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".compose-test.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one compose test per machine at a time
+        ports = dict(zip((*BROKERS, "broker-1-metrics", "broker-2-metrics", "broker-3-metrics", "zookeeper",
+                          "prometheus", "grafana"), free_low_ports(9), strict=True))
+        env = {**os.environ, **local_image_env(), "CONTAINERS_CONF": str(REPO / "deploy/containers.conf"),
+               "KAFKETTE_ZOOKEEPER_PORT": str(ports["zookeeper"]),
+               "KAFKETTE_PROMETHEUS_PORT": str(ports["prometheus"]),
+               "KAFKETTE_GRAFANA_PORT": str(ports["grafana"])}
+        for i, b in enumerate(BROKERS, 1):
+            env[f"KAFKETTE_BROKER_{i}_PORT"] = str(ports[b])
+            env[f"KAFKETTE_BROKER_{i}_METRICS_PORT"] = str(ports[f"{b}-metrics"])
+        st = Stack(env, ports)
+        # The images: the Debian base once (cached tar), then podman's layer cache.
+        build = st.run("bash", str(REPO / "deploy/local-images.sh"), timeout=3000)
+        st.notes.append(build.stderr[-2000:])
+        st.remove_everything()  # what an interrupted earlier run may have left
+        try:
+            st.up(*CORE)
+            st.wait_healthy(CORE)
+            yield st
+        finally:
+            st.remove_everything()
+
+
+# ------------------------------------------------------------------------------------------------------
+
+
+def test_images_built_from_the_local_debian_base(stack: Stack) -> None:
+    base_layers = json.loads(stack.podman("image", "inspect", BASE_IMAGE).stdout)[0]["RootFS"]["Layers"]
+    for image in LOCAL_IMAGES:
+        layers = json.loads(stack.podman("image", "inspect", image).stdout)[0]["RootFS"]["Layers"]
+        assert layers[:len(base_layers)] == base_layers, f"{image} is not built FROM {BASE_IMAGE}"
+    # Nothing came from an image registry: none of the compose file's public default images is here.
+    for public in ("docker.io/library/python:3.11-slim", "docker.io/library/zookeeper:3.8",
+                   "docker.io/prom/prometheus:v2.53.0", "docker.io/grafana/grafana:11.1.0"):
+        assert stack.podman("image", "exists", public, check=False).returncode == 1, public
+    # The running services use those images.
+    for svc, image in (("broker-1", "localhost/kafkette:latest"), ("zookeeper", "localhost/kafkette-zookeeper:3.8"),
+                       ("prometheus", "localhost/kafkette-prometheus:latest")):
+        got = stack.podman("inspect", "--type", "container", "--format", "{{.ImageName}}", stack.container(svc)).stdout
+        assert got.strip() == image
+
+
+def test_broker_runs_as_non_root_with_owned_data_dirs(stack: Stack) -> None:
+    for b in BROKERS:
+        status = stack.podman("exec", stack.container(b), "cat", "/proc/1/status").stdout
+        uids = re.search(r"^Uid:\s+(\d+)\s+(\d+)", status, re.M)
+        assert uids and uids.groups() == ("1000", "1000"), f"{b}: broker process runs as {uids and uids.groups()}"
+        assert "kafkette" in stack.podman("exec", stack.container(b), "cat", "/proc/1/cmdline").stdout
+        owner = stack.podman("exec", stack.container(b), "stat", "-c", "%U:%G %a", "/var/lib/kafkette/data").stdout
+        assert owner.split()[0] == "kafkette:kafkette", owner
+        meta = stack.podman("exec", stack.container(b), "stat", "-c", "%U", "/var/lib/kafkette/data/meta.properties")
+        assert meta.stdout.strip() == "kafkette"
+
+
+def test_every_service_is_healthy(stack: Stack) -> None:
+    for svc in CORE:
+        assert stack.check_health(svc), f"{svc}: {stack.health(svc)}"
+        assert stack.state(svc)["Running"]
+
+
+def kcat(stack: Stack, *args: str, stdin: str | None = None) -> str:
+    proc = subprocess.run([KCAT, "-b", stack.bootstrap, *args], input=stdin, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, f"kcat {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+def test_host_clients_through_external_listeners(stack: Stack) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = unique("compose")
+    with Admin(stack.bootstrap) as admin:
+        admin.create_topic(topic, partitions=3, replication=3)  # waits for 3 in-sync replicas everywhere
+        described = admin.describe(topic)
+    assert sorted(described) == [0, 1, 2]
+    for p in described.values():
+        assert sorted(p["replicas"]) == [1, 2, 3] and p["isr"] == [1, 2, 3] and p["leader"] in (1, 2, 3)
+
+    # kcat (librdkafka): metadata lists every broker at its EXTERNAL (host) address.
+    md = json.loads(kcat(stack, "-L", "-J", "-t", topic))
+    assert {(b["id"], b["name"]) for b in md["brokers"]} == {
+        (i, f"localhost:{stack.ports[b]}") for i, b in enumerate(BROKERS, 1)}
+    (t,) = md["topics"]
+    assert t["topic"] == topic and len(t["partitions"]) == 3
+    assert all(len(p["replicas"]) == 3 and len(p["isrs"]) == 3 for p in t["partitions"])
+
+    # kcat produces to every partition (so to every leader), kafka-python reads it back ...
+    kcat_lines = [f"k{i}:kcat-{i}" for i in range(30)]
+    for part in range(3):
+        kcat(stack, "-P", "-t", topic, "-p", str(part), "-K:",
+             stdin="\n".join(x for i, x in enumerate(kcat_lines) if i % 3 == part) + "\n")
+    # ... kafka-python produces too (acks=all), kcat reads everything back.
+    producer = KafkaProducer(bootstrap_servers=stack.bootstrap, acks="all", enable_idempotence=True)
+    try:
+        for i in range(30):
+            producer.send(topic, key=f"p{i}".encode(), value=f"kafka-python-{i}".encode(), partition=i % 3).get(60)
+    finally:
+        producer.close(30)
+    consumer = KafkaConsumer(bootstrap_servers=stack.bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=15000)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(3)]
+        consumer.assign(tps)
+        seen: list[str] = []
+        wait_until(lambda: seen.extend(m.value.decode() for ms in consumer.poll(1000).values() for m in ms)
+                   or len(seen) >= 60, 60, "60 records through kafka-python")
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted([f"kcat-{i}" for i in range(30)] + [f"kafka-python-{i}" for i in range(30)])
+    out = kcat(stack, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%k=%s\n")
+    assert sorted(out.split()) == sorted([f"k{i}=kcat-{i}" for i in range(30)] + [f"p{i}=kafka-python-{i}" for i in range(30)])
+
+
+def test_stopped_broker_keeps_idempotent_acks_all_producer_going(stack: Stack) -> None:
+    topic = unique("compose-failover")
+    with Admin(stack.bootstrap) as admin:
+        admin.create_topic(topic, partitions=3, replication=3, configs={"min.insync.replicas": "2"})
+        producer = KafkaPythonProducer(stack.bootstrap, topic, 3, interval=0.01).start()
+        try:
+            producer.wait_acks(100, timeout=60)
+            # podman stop: SIGTERM, then SIGKILL after the container's stop timeout (podman-compose
+            # leaves podman's 10 s). A clean, controlled shutdown exits 0 well inside it.
+            stack.podman("stop", stack.container("broker-2"), timeout=120)
+            st = stack.state("broker-2")
+            assert not st["Running"] and st["ExitCode"] == 0, st
+            assert "[KafkaServer id=2] shut down completed" in stack.logs("broker-2")
+            for p in range(3):
+                admin.wait_isr(topic, p, [1, 3], timeout=60)
+            producer.wait_acks(300, timeout=120)  # two in-sync replicas: acks=all still succeeds
+            stack.podman("start", stack.container("broker-2"))
+            stack.wait_healthy(["broker-2"])
+            for p in range(3):  # back in the ISR (Metadata, polled)
+                admin.wait_isr(topic, p, [1, 2, 3], timeout=180)
+            producer.wait_acks(100, timeout=60)
+        finally:
+            log = producer.stop()
+    counts = verify([log], read_all(stack.bootstrap, topic, 3))
+    assert not log.failed, f"sends failed: {log.failed[:5]}"
+    assert counts["acked"] >= 500 and counts["records"] == counts["acked"], counts
+
+
+def test_prometheus_scrapes_every_broker(stack: Stack) -> None:
+    url = f"http://127.0.0.1:{stack.ports['prometheus']}/api/v1/query?query=up"
+
+    def up_targets() -> dict[str, str]:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success"
+        return {s["metric"]["instance"]: s["value"][1] for s in body["data"]["result"]
+                if s["metric"].get("job") == "kafkette"}
+
+    want = {f"{b}:9404": "1" for b in BROKERS}
+    wait_until(lambda: up_targets() == want, 120, lambda: f"up == 1 for {sorted(want)}", interval=2)
+    # and it holds real broker metrics, not only its own up series
+    q = "http://127.0.0.1:{}/api/v1/query?query=count%20by%20(instance)%20({{job%3D%22kafkette%22}})"
+    with urllib.request.urlopen(q.format(stack.ports["prometheus"]), timeout=10) as r:
+        series = json.loads(r.read())["data"]["result"]
+    assert {s["metric"]["instance"] for s in series} == set(want)
+    assert all(int(s["value"][1]) > 10 for s in series)
+
+
+def test_pipeline_service_prints_correct_counts(stack: Stack) -> None:
+    stack.up("spark")
+    spark = stack.container("spark")
+    # Its healthcheck (the pipeline process is alive) goes green while it runs.
+    wait_until(lambda: stack.check_health("spark") or not stack.state("spark")["Running"], 300,
+               "the spark service healthy or finished", interval=2)
+    exit_code = stack.podman("wait", spark, timeout=2400).stdout.strip()
+    out = stack.logs("spark")
+    assert exit_code == "0", f"pipeline exited {exit_code}:\n{out[-5000:]}"
+    produced = re.search(r"^produced (\d+) page views to page-views", out, re.M)
+    summary = re.search(r"^page-views-per-minute: (\d+) window/page results \((\d+) distinct\), (\d+) views counted",
+                        out, re.M)
+    assert produced and summary, out[-5000:]
+    # The counts the job should print, computed without Spark from what the input topic holds.
+    events = [PageView(v["event_id"], parse_time_ms(v["event_time"]), 0, v["user_id"], v["session_id"], v["page"],
+                       v["referrer"], v["user_agent"], v["country"], v["duration_ms"])
+              for _, v in results.read_topic(stack.bootstrap, "page-views")]
+    assert len(events) == int(produced.group(1))
+    want = expected.emitted_windows(events)
+    got, keys = expected.from_topic(results.read_topic(stack.bootstrap, "page-views-per-minute"))
+    assert got == want, expected.diff(want, got)
+    assert int(summary.group(1)) == len(want) == int(summary.group(2))
+    assert int(summary.group(3)) == sum(v["views"] for v in want.values())
+    stack.podman("rm", spark)
+
+
+def test_down_then_up_keeps_the_data(stack: Stack) -> None:
+    topic = unique("compose-persist")
+    with Admin(stack.bootstrap) as admin:
+        admin.create_topic(topic, partitions=3, replication=3)
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=stack.bootstrap, acks="all")
+    try:
+        for i in range(90):
+            producer.send(topic, value=f"persist-{i}".encode(), partition=i % 3).get(60)
+    finally:
+        producer.close(30)
+    before = read_all(stack.bootstrap, topic, 3)
+
+    stack.compose("down", "-t", "30")
+    assert stack.project_ids("container") == []
+    volumes = set(stack.project_ids("volume"))
+    assert {f"{PROJECT}_{b}-data" for b in BROKERS} <= volumes
+    stack.up(*CORE)
+    stack.wait_healthy(CORE)
+    with Admin(stack.bootstrap) as admin:
+        wait_until(lambda: (lambda d: len(d) == 3 and all(p["isr"] == [1, 2, 3] for p in d.values()))(
+            admin.describe(topic)), 180, f"{topic} fully replicated after up")
+    after = read_all(stack.bootstrap, topic, 3)
+    assert after == before
+    assert sorted(v.decode() for recs in after.values() for _, v in recs) == sorted(f"persist-{i}" for i in range(90))
