@@ -41,6 +41,8 @@ _SIZE = struct.Struct(">i")
 # The read buffer every connection keeps: enough for the size prefix and most small requests in one
 # receive. Bigger requests are read straight into a buffer of their own size.
 _READ_BUFFER = 4096
+# A request still being handled after this long has its connection watched for the client leaving.
+_WATCH_PEER_AFTER_S = 1.0
 
 # What a handler returns: wire parts (bytes/memoryview/FileRegion), or None for "no response".
 Parts = Sequence[bytes | bytearray | memoryview | FileRegion]
@@ -91,6 +93,7 @@ class Connection:
         self.in_flight = False  # a request is being handled (graceful shutdown waits for it)
         self.last_active = time.monotonic()  # last byte received or sent (idle expiry, LRU closing)
         self.close_reason: str | None = None  # set by whoever closes it from outside (metrics, logs)
+        self._watching = False  # watching the socket for the client leaving during a long request
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -232,10 +235,17 @@ class Connection:
             while True:
                 frame = await self.read_frame()
                 size = len(frame)
+                # A request that takes long (parked in a purgatory) must not outlive its client: it
+                # holds a request permit, so an abandoned one would block everybody's requests.
+                watch = self.loop.call_later(_WATCH_PEER_AFTER_S, self._watch_peer)
                 try:
                     started = time.monotonic()
                     self.in_flight = True
-                    parts = await self.handler(self, frame)
+                    try:
+                        parts = await self.handler(self, frame)
+                    finally:
+                        watch.cancel()
+                        self._unwatch_peer()
                     del frame  # the request's buffer goes now, not with the next request
                     if parts is not None:
                         await self.write_parts(parts)
@@ -272,6 +282,29 @@ class Connection:
             self._task = None
             self.in_flight = False
             self.close()
+
+    def _watch_peer(self) -> None:
+        if not self.closed and not self._watching:
+            self._watching = True
+            self.loop.add_reader(self.fd, self._peer_readable)
+
+    def _unwatch_peer(self) -> None:
+        if self._watching:
+            self._watching = False
+            self.loop.remove_reader(self.fd)
+
+    def _peer_readable(self) -> None:
+        """Readable while a request is being handled: the client's next request (stop watching, it
+        is read in turn), or EOF / an error (the client is gone: drop its pending request)."""
+        try:
+            gone = self.sock.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return
+        except OSError:
+            gone = True
+        self._unwatch_peer()
+        if gone:
+            self.close("client gone while its request was pending")
 
     def close(self, reason: str | None = None) -> None:
         """Close the connection. From outside its serve() task (broker shutdown), the task is cancelled

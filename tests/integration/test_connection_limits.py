@@ -282,3 +282,30 @@ def test_queued_max_requests_bounds_requests_in_flight(broker: Any) -> None:
     finally:
         for c in clients:
             c.close()
+
+
+def test_abandoned_requests_give_their_permits_back(broker: Any) -> None:
+    """Two clients park fetches for ten minutes and go away; the two permits come back and a third
+    client is served (a client can slow itself down, never others)."""
+    topic = unique("abandoned")
+    create_topic(broker.bootstrap, topic)
+    mt = request_type(ApiKey.FETCH)
+    body = new_request(ApiKey.FETCH, replica_id=-1, max_wait_ms=600_000, min_bytes=1 << 20, max_bytes=1 << 20,
+                       isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                           mt.FetchTopic(topic=topic, partitions=[mt.FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                       forgotten_topics_data=[], rack_id="")
+    url = broker.metrics_url
+    for _ in range(2):
+        c = Client(broker.bootstrap)
+        c.send_frame(encode_request(ApiKey.FETCH, 12, 1, "abandoned", body))
+        wait_until(lambda: metric(url, "kafka_network_requestchannel_requestqueuesize") >= 1, 30, "a parked fetch")
+        c.close()
+    third = Client(broker.bootstrap, timeout=60)
+    try:
+        third.api_versions()
+        wait_until(lambda: metric(url, "kafka_network_requestchannel_requestqueuesize") == 0, 30,
+                   "the abandoned fetches to be dropped")
+    finally:
+        third.close()
