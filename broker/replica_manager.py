@@ -10,12 +10,18 @@ LeaderAndIsr and StopReplica requests.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.log_validator import ValidationError, needs_recompression, validate_produce_records
+from broker.log_validator import (
+    ValidationError,
+    needs_recompression,
+    stamp_for_append,
+    validate_produce_records,
+)
 from broker.partition import Partition, PartitionError, now_ms
 from broker.purgatory import Purgatory
 from protocol.api_versions import ApiKey
@@ -199,8 +205,21 @@ class ReplicaManager:
                 tp = (topic.name, pd.index)
                 resp = _PRODUCE.PartitionProduceResponse(index=pd.index, base_offset=-1)
                 results[tp] = resp
+                if body.transactional_id is None and _has_transactional_batch(pd.records):
+                    # Kafka refuses transactional records without a transactional id before anything
+                    # else (for the whole request there; only for this partition here).
+                    resp.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    continue
                 try:
-                    resp.error_code, info, p = await self._append_one(tp, pd.records, acks, now)
+                    resp.error_code, info, p = await self._append_one(tp, pd.records, acks, now, version)
+                except ValidationError as e:
+                    # Kafka fills error_message and record_errors only for rejected records.
+                    resp.error_code = e.code
+                    resp.error_message = e.error_message
+                    resp.record_errors = [_PRODUCE.BatchIndexAndErrorMessage(
+                        batch_index=r.batch_index, batch_index_error_message=r.message) for r in e.record_errors]
+                    log.debug("produce to %s-%s refused: %s: %s", tp[0], tp[1], e.code.name, e)
+                    continue
                 except PartitionError as e:
                     resp.error_code = e.code
                     resp.error_message = str(e) if str(e) != e.code.name else None
@@ -224,7 +243,8 @@ class ReplicaManager:
         return _PRODUCE(responses=[_PRODUCE.TopicProduceResponse(name=t, partition_responses=rs)
                                    for t, rs in by_topic.items()])
 
-    async def _append_one(self, tp: TP, records: memoryview | None, acks: int, now: int) -> tuple[ErrorCode, Any, Any]:
+    async def _append_one(self, tp: TP, records: memoryview | None, acks: int, now: int,
+                          version: int = 9) -> tuple[ErrorCode, Any, Any]:
         if tp[0].startswith("__") and tp[0] in ("__consumer_offsets", "__transaction_state"):
             raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot produce to internal topic {tp[0]}")
         if acks not in (0, 1, -1):
@@ -233,18 +253,32 @@ class ReplicaManager:
         if records is None:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "null records")
         cfg = p.config
-        try:
-            vb = validate_produce_records(
-                records, max_message_bytes=cfg.max_message_bytes, timestamp_type=cfg.message_timestamp_type,
-                before_max_ms=cfg.message_timestamp_before_max_ms, after_max_ms=cfg.message_timestamp_after_max_ms,
-                now_ms=now, compacted=cfg.compact)
-        except ValidationError as e:
-            raise PartitionError(e.code, e.message) from None
+        kwargs = dict(
+            topic_partition=f"{tp[0]}-{tp[1]}", max_message_bytes=cfg.max_message_bytes,
+            timestamp_type=cfg.message_timestamp_type, before_max_ms=cfg.message_timestamp_before_max_ms,
+            after_max_ms=cfg.message_timestamp_after_max_ms, now_ms=now, compacted=cfg.compact,
+            max_decompressed_bytes=max(cfg.max_message_bytes, self.config.get("fetch.max.bytes")),
+            version=version)
+        if _validate_off_loop(records):
+            # Decompression runs without the GIL; the record scan holds it, but a thread gives the
+            # loop a turn every switch interval instead of stalling it for the whole batch.
+            vb = await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(validate_produce_records, records, **kwargs))
+        else:
+            vb = validate_produce_records(records, **kwargs)
         target = needs_recompression(vb.batch, cfg.compression_type)
-        data = records
+        if target is None and vb.needs_rebuild:
+            # Inner offsets that do not run 0..n-1 in a batch Kafka meant to keep as it is: Kafka
+            # decides to rebuild it only after reading its records without keys and values, and the
+            # rebuild fails with an unknown error. (Recompressed to the topic's codec, it is rebuilt.)
+            raise ValidationError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  "compressed records with offset deltas other than 0..n-1")
         if target is not None:
-            data = memoryview(bytearray(await asyncio.get_running_loop().run_in_executor(
+            vb.data = memoryview(bytearray(await asyncio.get_running_loop().run_in_executor(
                 None, _recompress, vb.batch, target)))
+            vb.batch = BatchView(vb.data)
+        stamp_for_append(vb, timestamp_type=cfg.message_timestamp_type, now_ms=now)
+        data = vb.data
         log_append_time = now if cfg.message_timestamp_type == "LogAppendTime" else -1
         try:
             info = p.append_as_leader(data, acks, log_append_time)
@@ -532,12 +566,29 @@ class ReplicaManager:
         return _DELETE_RECORDS(topics=topics)
 
 
+# Compressed batches from this size on are validated in a worker thread (see ``_append_one``).
+_OFF_LOOP_COMPRESSED_BYTES = 64 * 1024
+
+
+def _has_transactional_batch(records: memoryview | None) -> bool:
+    """The transactional attribute bit of the first batch, read only when its header is there."""
+    if records is None or len(records) < 23 or records[16] != 2:
+        return False
+    return bool(records[22] & 0x10)
+
+
+def _validate_off_loop(records: memoryview) -> bool:
+    if len(records) < _OFF_LOOP_COMPRESSED_BYTES or len(records) < 23:
+        return False
+    return bool(records[22] & 0x07)  # low byte of the attributes: the codec
+
+
 def _recompress(batch: BatchView, target: Any) -> bytes:
     """Rewrite a produced batch with the topic's codec, keeping producer metadata (off the loop)."""
-    recs = [NewRecord(r.key, r.value, r.timestamp, tuple(r.headers), r.offset - batch.base_offset)
-            for r in batch.records()]
+    # Offsets are assigned afresh, 0..n-1, as Kafka's buildRecordsAndAssignOffsets does.
+    recs = [NewRecord(r.key, r.value, r.timestamp, tuple(r.headers), i) for i, r in enumerate(batch.records())]
     return build_batch(recs, base_offset=0, compression=target, timestamp_type=batch.timestamp_type,
                        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
                        partition_leader_epoch=batch.partition_leader_epoch,
-                       base_timestamp=batch.base_timestamp, last_offset_delta=batch.last_offset_delta)
+                       base_timestamp=batch.base_timestamp, last_offset_delta=len(recs) - 1)

@@ -39,6 +39,7 @@ __all__ = [
     "CompressionType",
     "DecompressedTooLargeError",
     "DecompressionError",
+    "TrailingFrameError",
     "compress",
     "decompress",
     "iter_decompress",
@@ -104,6 +105,10 @@ class DecompressionError(CorruptRecordError):
         self.truncated = truncated
 
 
+class TrailingFrameError(DecompressionError):
+    """More data after the first frame where ``iter_decompress(single_frame=True)`` wants one."""
+
+
 class DecompressedTooLargeError(CorruptRecordError):
     """Compressed data that would decompress past the caller's bound (a compression bomb)."""
 
@@ -134,6 +139,7 @@ def iter_decompress(
     *,
     max_output_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    single_frame: bool = False,
 ) -> Iterator[bytes]:
     """Decompress as a stream: yields chunks of about ``chunk_size`` bytes (never much more).
 
@@ -141,15 +147,19 @@ def iter_decompress(
     (it has seen enough to reject the data) pays for what it read and no more, and a compression
     bomb costs at most ``max_output_size`` bytes of work before ``DecompressedTooLargeError``.
     Malformed or truncated input raises ``DecompressionError``.
+
+    ``single_frame`` reads as Kafka's broker reads a produced batch: one gzip member, xerial snappy
+    stream or zstd frame, with ``TrailingFrameError`` where output from a next one would begin, and
+    one lz4 frame, anything after it ignored.
     """
     if codec == CompressionType.GZIP:
-        gen = _gzip_stream(data, chunk_size)
+        gen = _gzip_stream(data, chunk_size, single_frame)
     elif codec == CompressionType.SNAPPY:
-        gen = _snappy_stream(data, chunk_size, max_output_size)
+        gen = _snappy_stream(data, chunk_size, max_output_size, single_frame)
     elif codec == CompressionType.LZ4:
-        gen = _lz4_stream(data, chunk_size)
+        gen = _lz4_stream(data, chunk_size, single_frame)
     elif codec == CompressionType.ZSTD:
-        gen = _zstd_stream(data, chunk_size)
+        gen = _zstd_stream(data, chunk_size, single_frame)
     elif codec == CompressionType.NONE:
         gen = iter((bytes(data),))
     else:
@@ -180,7 +190,7 @@ def _codec_name(codec: int) -> str:
         return f"codec {codec}"
 
 
-def _gzip_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterator[bytes]:
+def _gzip_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Iterator[bytes]:
     rest: bytes | memoryview = memoryview(data)
     while True:
         # 16 + MAX_WBITS: gzip wrapper only, as Kafka specifies.
@@ -197,6 +207,8 @@ def _gzip_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Itera
                 yield tail
         if not d.unused_data:
             return
+        if single:
+            raise TrailingFrameError("data follows the gzip member")
         # Another member follows (concatenated gzip streams are legal).
         rest = d.unused_data
 
@@ -218,7 +230,8 @@ def _snappy_raw(block: bytes | memoryview, limit: int) -> bytes:
     return bytes(cramjam.snappy.decompress_raw(block))
 
 
-def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit: int) -> Iterator[bytes]:
+def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit: int,
+                   single: bool) -> Iterator[bytes]:
     # Raw snappy holds its length up front and xerial blocks are at most 32 KiB of input each
     # (snappy-java's writer); a block's declared length is checked before it is decoded, so no
     # block can make us allocate more than the bound of the whole stream allows.
@@ -233,6 +246,12 @@ def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit:
     while pos < end:
         if end - pos < 4:
             raise DecompressionError("xerial snappy block length is truncated", truncated=True)
+        if view[pos : pos + 8] == _XERIAL_MAGIC:
+            # Another stream's header: snappy-java reads concatenated streams on.
+            if single:
+                raise TrailingFrameError("data follows the xerial snappy stream")
+            pos += 16
+            continue
         (size,) = _INT32.unpack_from(view, pos)
         pos += 4
         if size < 0 or size > end - pos:
@@ -242,8 +261,11 @@ def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit:
         pos += size
 
 
-def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterator[bytes]:
+def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Iterator[bytes]:
     rest: bytes | memoryview = memoryview(data)
+    # Kafka's Lz4BlockInputStream refuses frames of dependent (linked) blocks, and reads one frame.
+    if len(rest) >= 5 and not rest[4] & 0x20:
+        raise DecompressionError("lz4 frames of dependent blocks are not supported")
     while True:
         d = lz4.frame.LZ4FrameDecompressor()
         yield d.decompress(rest, max_length=chunk_size)
@@ -251,7 +273,7 @@ def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterat
             yield d.decompress(b"", max_length=chunk_size)
         if not d.eof:
             raise DecompressionError("lz4 frame is truncated", truncated=True)
-        if not d.unused_data:
+        if not d.unused_data or single:
             return
         rest = d.unused_data
 
@@ -261,7 +283,7 @@ _ZSTD_BLOCK_MAX = 128 * 1024
 _UINT32_LE = struct.Struct("<I")
 
 
-def _zstd_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Iterator[bytes]:
+def _zstd_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Iterator[bytes]:
     # zstandard's decompressobj has no output bound and its stream_reader stops silently at a
     # truncated frame. So we walk the frame's block headers ourselves (each block says how much it
     # can produce: raw and RLE blocks their size, compressed ones at most 128 KiB) and feed the
@@ -321,3 +343,5 @@ def _zstd_stream(data: bytes | bytearray | memoryview, chunk_size: int) -> Itera
                 budget = 0
         if not d.eof:
             raise DecompressionError("zstd frame is truncated", truncated=True)
+        if single and pos < end:
+            raise TrailingFrameError("data follows the zstd frame")

@@ -149,10 +149,17 @@ def test_lz4_writes_independent_blocks_and_reads_any_frame() -> None:
     assert not flags & 0x08  # no content size
     assert (packed[5] >> 4) & 0x7 == 4  # 64 KiB maximum block size
     assert kafka.codec.lz4_decode(packed) == TEXT
-    for kwargs in ({}, {"block_linked": True, "content_checksum": True, "store_size": True}):
-        assert decompress(CompressionType.LZ4, lz4.frame.compress(TEXT, **kwargs)) == TEXT
-    two = lz4.frame.compress(TEXT[:5000]) + lz4.frame.compress(TEXT[5000:])
+    for kwargs in ({}, {"content_checksum": True, "store_size": True}):
+        assert decompress(CompressionType.LZ4, lz4.frame.compress(TEXT, block_linked=False, **kwargs)) == TEXT
+    two = lz4.frame.compress(TEXT[:5000], block_linked=False) + lz4.frame.compress(TEXT[5000:], block_linked=False)
     assert decompress(CompressionType.LZ4, two) == TEXT
+
+
+def test_lz4_frames_of_dependent_blocks_are_refused_as_kafka_does() -> None:
+    # Kafka's Lz4BlockInputStream: "Dependent block stream is unsupported"; the Java client and
+    # librdkafka only write independent blocks, and so does kafka-python.
+    with pytest.raises(CorruptRecordError, match="dependent blocks"):
+        decompress(CompressionType.LZ4, lz4.frame.compress(TEXT, block_linked=True))
 
 
 def test_zstd_reads_streamed_frames_without_content_size() -> None:
