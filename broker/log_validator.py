@@ -35,6 +35,7 @@ from protocol.compression import (
     CompressionType,
     DecompressedTooLargeError,
     DecompressionError,
+    IgnoredTrailingData,
     TrailingFrameError,
     iter_decompress,
 )
@@ -205,9 +206,15 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
                                   "Incorrect declared batch size, records still remaining in file")
         needs_rebuild = False
     else:
-        scan = _scan_compressed(data, codec, count, max_decompressed_bytes)
+        scan, ignored = _scan_compressed(data, codec, count, max_decompressed_bytes)
         needs_rebuild = not scan.offsets_consecutive
         section = None
+        if ignored:
+            # Bytes after an lz4 frame: Kafka never reads them, but stores them, and librdkafka
+            # consumers then fail on the batch. Storing the batch without them is what Kafka's
+            # readers see, for every reader.
+            data, batch = _trim_records(data, size - ignored)
+            size -= ignored
 
     # Record-level rules, from aggregates: only a batch that fails them is walked record by record.
     create_time = timestamp_type == "CreateTime"
@@ -250,8 +257,32 @@ def _validate_batch_header(tp: str, attributes: int, last_delta: int, count: int
                               f"{producer_id} in topic partition {tp}")
 
 
-def _scan_compressed(data: memoryview, codec: int, count: int, limit: int) -> RecordScan:
-    """Stream-decompress and scan; stop as soon as the stream has told us enough to refuse it."""
+def _trim_records(data: memoryview, size: int) -> tuple[memoryview, BatchView]:
+    """The batch cut to ``size`` bytes, batchLength and CRC fixed (in place when the buffer allows)."""
+    if data.readonly:
+        data = memoryview(bytearray(data))
+    data = data[:size]
+    _INT32.pack_into(data, 8, size - LOG_OVERHEAD)
+    batch = BatchView(data)
+    batch.update_crc()
+    return data, batch
+
+
+def _decompressed(data: memoryview, codec: int, limit: int) -> memoryview:
+    out = bytearray()
+    try:
+        for chunk in iter_decompress(codec, data[RECORDS_OFFSET:], max_output_size=limit, single_frame=True):
+            out += chunk
+    except IgnoredTrailingData:
+        pass
+    return memoryview(out)
+
+
+def _scan_compressed(data: memoryview, codec: int, count: int, limit: int) -> tuple[RecordScan, int]:
+    """Stream-decompress and scan; stop as soon as the stream has told us enough to refuse it.
+
+    Returns the aggregates and how many bytes after the compressed stream were left unread."""
+    ignored = 0
     pending = bytearray()
     index = 0
     min_ts = 1 << 63
@@ -264,7 +295,7 @@ def _scan_compressed(data: memoryview, codec: int, count: int, limit: int) -> Re
                 # Kafka reads one byte past the last record to check nothing follows.
                 raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
             pending += chunk
-            scan = scan_records(pending, 0, len(pending), index, count, partial=True)
+            scan = scan_records(pending, 0, len(pending), index, count, partial=True, max_record_size=limit)
             index = scan.next_index
             if index > 0:
                 min_ts = min(min_ts, scan.min_timestamp_delta)
@@ -275,6 +306,8 @@ def _scan_compressed(data: memoryview, codec: int, count: int, limit: int) -> Re
             del pending[:scan.pos]
             if index >= count and pending:
                 raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
+    except IgnoredTrailingData as e:
+        ignored = e.length
     except DecompressedTooLargeError as e:
         raise ValidationError(ErrorCode.INVALID_RECORD, str(e)) from None
     except TrailingFrameError as e:
@@ -293,7 +326,7 @@ def _scan_compressed(data: memoryview, codec: int, count: int, limit: int) -> Re
         raise ValidationError(_CORRUPT_STREAM_CODE, f"Failed to decompress record stream: {e}") from None
     if index < count:
         raise ValidationError(ErrorCode.INVALID_RECORD, "Incorrect declared batch size, premature EOF reached")
-    return RecordScan(0, index, min_ts, max_ts, first_keyless, consecutive)
+    return RecordScan(0, index, min_ts, max_ts, first_keyless, consecutive), ignored
 
 
 def _record_errors(data: memoryview, section: memoryview | None, codec: int, count: int, tp: str,
@@ -301,8 +334,7 @@ def _record_errors(data: memoryview, section: memoryview | None, codec: int, cou
                    lo: int, hi: int, limit: int) -> list[tuple[ErrorCode, RecordError]]:
     """Kafka's per-record ``validateRecord``: one error at most per record, the key checked first."""
     if section is None:
-        section = memoryview(b"".join(iter_decompress(codec, data[RECORDS_OFFSET:], max_output_size=limit,
-                                                       single_frame=True)))
+        section = _decompressed(data, codec, limit)
     errors: list[tuple[ErrorCode, RecordError]] = []
     for rec in iter_record_summaries(section, 0, len(section), count):
         if compacted and rec.key_size < 0:

@@ -39,6 +39,7 @@ __all__ = [
     "CompressionType",
     "DecompressedTooLargeError",
     "DecompressionError",
+    "IgnoredTrailingData",
     "TrailingFrameError",
     "compress",
     "decompress",
@@ -109,6 +110,14 @@ class TrailingFrameError(DecompressionError):
     """More data after the first frame where ``iter_decompress(single_frame=True)`` wants one."""
 
 
+class IgnoredTrailingData(Exception):  # noqa: N818 - not an error: the stream ended, with bytes after it
+    """Raised at the end of a single lz4 frame that has ``length`` more bytes after it (Kafka ignores them)."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"{length} bytes follow the lz4 frame")
+        self.length = length
+
+
 class DecompressedTooLargeError(CorruptRecordError):
     """Compressed data that would decompress past the caller's bound (a compression bomb)."""
 
@@ -150,7 +159,8 @@ def iter_decompress(
 
     ``single_frame`` reads as Kafka's broker reads a produced batch: one gzip member, xerial snappy
     stream or zstd frame, with ``TrailingFrameError`` where output from a next one would begin, and
-    one lz4 frame, anything after it ignored.
+    one lz4 frame, anything after it ignored: ``IgnoredTrailingData`` ends such a stream, to say how
+    many bytes were left unread.
     """
     if codec == CompressionType.GZIP:
         gen = _gzip_stream(data, chunk_size, single_frame)
@@ -273,8 +283,10 @@ def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: b
             yield d.decompress(b"", max_length=chunk_size)
         if not d.eof:
             raise DecompressionError("lz4 frame is truncated", truncated=True)
-        if not d.unused_data or single:
+        if not d.unused_data:
             return
+        if single:
+            raise IgnoredTrailingData(len(d.unused_data))
         rest = d.unused_data
 
 

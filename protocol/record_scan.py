@@ -64,7 +64,8 @@ def _read_varint(buf: ReadableBuffer, pos: int, max_bytes: int) -> tuple[int, in
 
 
 def scan_records(
-    buf: ReadableBuffer, pos: int, end: int, first_index: int, count: int, *, partial: bool = False
+    buf: ReadableBuffer, pos: int, end: int, first_index: int, count: int, *, partial: bool = False,
+    max_record_size: int = 1 << 31,
 ) -> RecordScan:
     """Check the records in ``buf[pos:end]`` until ``count`` records (indexes from ``first_index``).
 
@@ -72,7 +73,8 @@ def scan_records(
     batch is caught. With ``partial`` the bytes are a prefix of a longer stream (decompressed
     chunks): the scan stops before a record that is not entirely there and says where. Without it,
     running out of bytes before ``count`` records is an error; bytes left after them are the
-    caller's to judge.
+    caller's to judge. A record declaring more than ``max_record_size`` bytes is refused before
+    its bytes are awaited, so a stream cannot make its reader buffer a giant record.
     """
     index = first_index
     min_ts = _NO_TS
@@ -103,6 +105,8 @@ def scan_records(
             body = pos
             record_end = pos + size
             if size < 0 or record_end > end:
+                if size > max_record_size:
+                    raise InvalidRecordError(f"record of {size} bytes exceeds the bound of {max_record_size}")
                 if partial and size >= 0:
                     pos = start
                     break
