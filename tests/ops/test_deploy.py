@@ -1,9 +1,11 @@
 """deploy/ and docker-compose.yml agree with each other and with the broker's config registry.
 
-Checked without Docker: the compose file is parsed with PyYAML, every KAFKA_* variable must name a
-broker config of storage/config.py's REGISTRY (after the entrypoint's renaming), listeners, ports,
-volumes, health checks and the pipeline service must line up; the entrypoint script itself is run to
-render a server.properties, which the broker's own config loader must accept.
+Checked without a container engine: the compose file is parsed with PyYAML and its ``${VAR:-default}``
+variables are filled in as Compose does, every KAFKA_* variable must name a broker config of
+storage/config.py's REGISTRY (after the entrypoint's renaming), listeners, ports, volumes, health checks
+and the pipeline service must line up; the entrypoint script itself is run to render a
+server.properties, which the broker's own config loader must accept. tests/ops/test_compose.py runs the
+stack for real.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,9 +35,39 @@ def env_to_config(var: str) -> str:
     return n.replace("___", "-").replace("__", "@").replace("_", ".").replace("@", "_")
 
 
+VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's variable substitution (``${NAME}``, ``${NAME:-default}``) applied to every string."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if isinstance(value, str):
+        return VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), value)
+    return value
+
+
+def load_compose(env: dict[str, str] | None = None, *files: str) -> dict:
+    out: dict = {}
+    for f in ("docker-compose.yml", *files):
+        merge(out, interpolate(yaml.safe_load((REPO / f).read_text()), env or {}))
+    return out
+
+
+def merge(target: dict, source: dict) -> None:
+    """An override file's merge: mappings recursively, everything else replaced."""
+    for k, v in source.items():
+        if isinstance(v, dict) and isinstance(target.get(k), dict):
+            merge(target[k], v)
+        else:
+            target[k] = v
+
+
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    return load_compose()
 
 
 def brokers(compose: dict) -> dict[str, dict]:
@@ -58,10 +91,68 @@ def test_services(compose: dict) -> None:
     services = compose["services"]
     assert {"zookeeper", "broker-1", "broker-2", "broker-3", "prometheus", "grafana", "spark"} <= set(services)
     for name, svc in services.items():
-        if name != "spark":  # a job: runs once, then exits
-            assert "healthcheck" in svc, f"{name} has no health check"
+        assert "healthcheck" in svc, f"{name} has no health check"
+        # The shell form: podman-compose 1.0 mis-quotes the exec form's arguments.
+        assert svc["healthcheck"]["test"][0] == "CMD-SHELL" and len(svc["healthcheck"]["test"]) == 2, name
         for dep in (svc.get("depends_on") or {}):
             assert dep in services, f"{name} depends on unknown service {dep}"
+
+
+def test_default_images_are_the_public_ones(compose: dict) -> None:
+    """Without variables (a host that reaches the registries) the stack is what it always was."""
+    services = compose["services"]
+    assert services["zookeeper"]["image"] == "zookeeper:3.8"
+    assert services["prometheus"]["image"] == "prom/prometheus:v2.53.0"
+    assert services["grafana"]["image"] == "grafana/grafana:11.1.0"
+    for name in ("broker-1", "broker-2", "broker-3", "spark"):
+        assert services[name]["build"]["args"]["PYTHON_IMAGE"] == "python:3.11-slim", name
+    for dockerfile in ("zookeeper/Dockerfile", "prometheus/Dockerfile"):
+        assert re.search(r"^ARG BASE_IMAGE=debian:bookworm-slim$", (DEPLOY / dockerfile).read_text(), re.M)
+
+
+def test_local_images_and_ports(tmp_path: Path) -> None:
+    """deploy/local-images.env names what deploy/local-images.sh builds; host ports move the advertised
+    EXTERNAL listeners with them."""
+    env = dict(line.split("=", 1) for line in (DEPLOY / "local-images.env").read_text().splitlines()
+               if line and not line.startswith("#"))
+    script = (DEPLOY / "local-images.sh").read_text()
+    for image in (env["ZOOKEEPER_IMAGE"], env["PROMETHEUS_IMAGE"], "localhost/kafkette:latest",
+                  "localhost/kafkette-pipeline:latest"):
+        assert f"build {image} " in script, f"local-images.sh does not build {image}"
+    assert f'KAFKETTE_BASE_IMAGE:-{env["PYTHON_IMAGE"]}' in script
+    assert "CONTAINERS_CONF" in script and "/etc/containers" not in script
+    conf = (DEPLOY / "containers.conf").read_text()
+    assert re.search(r"^default_ulimits = \[\]$", conf, re.M) and 'runtime = "runc"' in conf
+    ports = {"KAFKETTE_BROKER_1_PORT": "21092", "KAFKETTE_BROKER_2_PORT": "21093", "KAFKETTE_BROKER_3_PORT": "21094"}
+    c = load_compose({**env, **ports})
+    assert c["services"]["zookeeper"]["image"] == env["ZOOKEEPER_IMAGE"]
+    assert c["services"]["broker-1"]["build"]["args"]["PYTHON_IMAGE"] == env["PYTHON_IMAGE"]
+    for i, name in enumerate(("broker-1", "broker-2", "broker-3"), 1):
+        svc = c["services"][name]
+        adv = listeners(svc["environment"]["KAFKA_ADVERTISED_LISTENERS"])
+        bound = listeners(svc["environment"]["KAFKA_LISTENERS"])
+        host_port = int(ports[f"KAFKETTE_BROKER_{i}_PORT"])
+        assert adv["EXTERNAL"] == ("localhost", host_port)
+        assert f"{host_port}:{bound['EXTERNAL'][1]}" in svc["ports"]
+
+
+def test_zookeeper_ensemble_override() -> None:
+    c = load_compose({}, "deploy/compose.zk-ensemble.yml")
+    zks = {n: s for n, s in c["services"].items() if n.startswith("zookeeper")}
+    assert sorted(zks) == ["zookeeper", "zookeeper-2", "zookeeper-3"]
+    ids = {s["environment"]["ZOO_MY_ID"] for s in zks.values()}
+    assert ids == {"1", "2", "3"}
+    servers = {s["environment"]["ZOO_SERVERS"] for s in zks.values()}
+    assert len(servers) == 1
+    (line,) = servers
+    assert sorted(x.split("=")[1].split(":")[0] for x in line.split()) == sorted(zks)
+    for name in ("broker-1", "broker-2", "broker-3"):
+        connect = c["services"][name]["environment"]["KAFKA_ZOOKEEPER_CONNECT"]
+        hosts = connect.split("/")[0].split(",")
+        assert sorted(h.split(":")[0] for h in hosts) == sorted(zks)
+    for svc in zks.values():
+        for v in svc["volumes"]:
+            assert v.split(":")[0] in c["volumes"]
 
 
 def test_broker_env_names_are_broker_configs(compose: dict) -> None:
@@ -179,8 +270,11 @@ def test_spark_service_runs_the_pipeline(compose: dict) -> None:
 
 def test_dockerfile() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
+    # The base is a build arg whose default is the public image.
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim$", text, re.M)
+    assert re.search(r"^FROM \$\{PYTHON_IMAGE\} AS \w+$", text, re.M)
     assert "pip install ." in text
+    assert "bash deploy/spark/install.sh" in text  # the pipeline image carries PySpark and the connector
     for src in re.findall(r"^COPY (\S+) ", text, re.M):
         assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
     assert 'ENTRYPOINT ["docker-entrypoint.sh"]' in text
