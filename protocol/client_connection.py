@@ -193,7 +193,8 @@ class ClientConnection:
         return self.state is ConnectionState.CLOSED
 
     def close(self, reason: BaseException | None = None) -> list[InFlightRequest]:
-        """Mark the connection dead; returns the caller's requests that will never be answered."""
+        """Mark the connection dead; returns the caller's requests that will never be answered
+        (also after the state machine itself found the stream broken), each once."""
         if self.state is not ConnectionState.CLOSED:
             self.state = ConnectionState.CLOSED
             self.close_reason = reason
@@ -320,7 +321,11 @@ class ClientConnection:
         return [Response(corr, req.api_key, req.api_version, body, req.token)]
 
     def _fail(self, err: BaseException) -> BaseException:
-        self.close(err)
+        # The requests in flight stay listed: the wrapper's close() collects them to fail them.
+        if self.state is not ConnectionState.CLOSED:
+            self.state = ConnectionState.CLOSED
+            self.close_reason = err
+        self._out.clear()
         return err
 
     # -- negotiation and authentication ------------------------------------------------------------
