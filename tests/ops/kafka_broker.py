@@ -53,7 +53,8 @@ class KafkaZkBroker:
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
         wait_for_port("127.0.0.1", self.port, timeout, self.process)
         # Listening comes a moment before the broker has registered and elected itself controller.
-        from clients.wire import WireClient, WireError
+        from clients.admin import WireClient
+        from clients.connection import WireError
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
