@@ -202,7 +202,8 @@ CASES: dict[str, tuple[str, Callable[[], bytes]]] = {
     "timestamp too new": ("ts", lambda: build_batch([(b"k", b"v", NOW_MS + 86_400_000)])),
     "timestamp -1 passes": ("ts", lambda: build_batch([(b"k", b"v", -1)], base_timestamp=-1)),
     "lz4 frame of dependent blocks": ("plain", lambda: raw_batch(
-        lz4.frame.compress(records_section(40, value=b"x" * 50), block_linked=True), count=40, codec=3)),
+        # (large enough that the frame has several blocks: lz4 marks one-block frames independent)
+        lz4.frame.compress(records_section(3000, value=b"x" * 50), block_linked=True), count=3000, codec=3)),
     "transactional batch without a transactional id": ("plain", lambda: raw_batch(
         records_section(), count=3, attributes=0x10, producer_id=5, producer_epoch=0, base_sequence=0)),
     "log-append-time bit from the producer": ("plain", lambda: raw_batch(records_section(), count=3,
