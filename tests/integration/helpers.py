@@ -106,10 +106,11 @@ class RawClient:
         assert r.error_code == 0, r
         return r.producer_id, r.producer_epoch
 
-    def produce(self, topic: str, partition: int, batch: bytes, acks: int = -1, version: int = 9) -> Any:
+    def produce(self, topic: str, partition: int, batch: bytes, acks: int = -1, version: int = 9,
+                transactional_id: str | None = None) -> Any:
         """One batch to one partition; returns the partition's response."""
         mt = request_type(ApiKey.PRODUCE)
-        body = self.request(ApiKey.PRODUCE, version, transactional_id=None, acks=acks, timeout_ms=10000,
+        body = self.request(ApiKey.PRODUCE, version, transactional_id=transactional_id, acks=acks, timeout_ms=10000,
                             topic_data=[mt.TopicProduceData(name=topic, partition_data=[
                                 mt.PartitionProduceData(index=partition, records=batch)])])
         return body.responses[0].partition_responses[0]

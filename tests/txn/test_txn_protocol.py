@@ -79,7 +79,7 @@ class Txn:
         with RawClient(self.bootstrap) as raw:
             port = leader_bootstrap(raw, topic, partition)
         with RawClient(port) as leader:
-            return leader.produce(topic, partition, batch)
+            return leader.produce(topic, partition, batch, transactional_id=self.txn_id)
 
     def end(self, commit: bool, version: int = 3, epoch: int | None = None) -> int:
         return self.retry(lambda: self.coord.request(
