@@ -86,7 +86,9 @@ class ManualClock:
 
     ``advance(ms)`` moves time forward and runs, in deadline order (ties in scheduling order), every
     callback that falls due on the way, each with ``now_ms()`` equal to its own deadline; callbacks
-    scheduled by those callbacks run too if they fall due before the new time.
+    scheduled by those callbacks run too if they fall due before the new time. A callback due
+    immediately (delay <= 0) runs on the event loop's next turn without any advance, as it would on
+    the real clock.
     """
 
     def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
@@ -98,6 +100,12 @@ class ManualClock:
         return self._now
 
     def schedule(self, delay_ms: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
+        if delay_ms <= 0:
+            # Due now: run on the loop's next turn, as the real clock would, never re-entrantly.
+            try:
+                return asyncio.get_running_loop().call_soon(fn, *args)
+            except RuntimeError:
+                pass  # no loop: the next advance() runs it
         timer = _ManualTimer(self._now + max(int(delay_ms), 0), fn, args)
         heapq.heappush(self._timers, (timer.deadline_ms, next(self._seq), timer))
         return timer

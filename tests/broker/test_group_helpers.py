@@ -8,6 +8,7 @@ requested version, so a response that could not be put on the wire fails the tes
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from broker.group_coordinator import GroupCoordinator, GroupCoordinatorConfig, LogEntry
@@ -16,6 +17,7 @@ from protocol.api_versions import ApiKey
 from protocol.errors import KafkaError
 from protocol.messages import request_type, response_type
 from protocol.schema import message_type
+from storage.clock import ManualClock
 
 FAST = {
     "group.min.session.timeout.ms": 10,
@@ -55,11 +57,30 @@ class MemoryOffsetsLog:
         return [e for e in self.partitions.get(partition, []) if e.control is None]
 
 
-def make_coordinator(log: MemoryOffsetsLog | None = None, num_partitions: int = 1, **config: Any) -> GroupCoordinator:
+def make_coordinator(log: MemoryOffsetsLog | None = None, num_partitions: int = 1, *,
+                     clock: ManualClock | None = None, **config: Any) -> GroupCoordinator:
+    """A coordinator on a ``ManualClock`` (``coord.clock``): no timer fires unless a test advances it."""
     settings = dict(FAST)
     settings.update({k.replace("_", "."): v for k, v in config.items()})
     return GroupCoordinator(log or MemoryOffsetsLog(), GroupCoordinatorConfig.from_config(settings),
-                            num_partitions=num_partitions)
+                            num_partitions=num_partitions, clock=clock or ManualClock())
+
+
+async def until(condition: Callable[[], bool], what: str = "condition", max_turns: int = 1000) -> None:
+    """Let the event loop run (zero-delay yields, no wall-clock wait) until ``condition()`` holds."""
+    for _ in range(max_turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{what} never became true")
+
+
+async def parked(coro: Any) -> asyncio.Future[Any]:
+    """Start a request that the coordinator parks (JoinGroup/SyncGroup) and let it reach the coordinator."""
+    fut = asyncio.ensure_future(coro)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    return fut
 
 
 async def loaded(coord: GroupCoordinator) -> GroupCoordinator:

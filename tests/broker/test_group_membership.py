@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from broker.group_metadata import GroupState
 from broker.handlers_group import GroupApis
@@ -16,10 +15,12 @@ from tests.broker.test_group_helpers import (
     MemoryOffsetsLog,
     loaded,
     make_coordinator,
+    parked,
     req,
     roundtrip_response,
     run,
     subscription,
+    until,
 )
 
 
@@ -97,8 +98,7 @@ def test_new_member_triggers_rebalance_of_stable_group():
         (a,) = await _stable_group(coord, 1)
         b = Client(coord, client_id="b")
         assert (await b.join_once()).error_code == E.MEMBER_ID_REQUIRED
-        join_b = asyncio.ensure_future(b.join_once())
-        await asyncio.sleep(0.01)
+        join_b = await parked(b.join_once())
         assert await a.heartbeat() == E.REBALANCE_IN_PROGRESS
         ja = await a.join()
         jb = await join_b
@@ -112,20 +112,21 @@ def test_new_member_triggers_rebalance_of_stable_group():
 def test_session_timeout_removes_member_and_rebalances():
     async def main():
         coord = await loaded(make_coordinator())
+        clock = coord.clock
         a, b = await _stable_group(coord, 2, session_timeout_ms=150, rebalance_timeout_ms=400)
-        # a keeps heartbeating, b goes silent.
-        deadline = time.monotonic() + 0.5
-        saw_rebalance = False
-        while time.monotonic() < deadline:
-            err = await a.heartbeat()
-            if err == E.REBALANCE_IN_PROGRESS:
-                saw_rebalance = True
-                break
-            await asyncio.sleep(0.03)
-        assert saw_rebalance
+        # a keeps heartbeating, b goes silent: just short of the session timeout nothing happens.
+        clock.advance(100)
+        assert await a.heartbeat() == 0
+        clock.advance(49)
+        assert coord.get_group("g").has(b.member_id)
+        assert await a.heartbeat() == 0
+        # b's session ends 150 ms after its last sign of life; a's heartbeat moved its own deadline.
+        clock.advance(1)
+        assert not coord.get_group("g").has(b.member_id)
+        assert coord.get_group("g").state is GroupState.PREPARING_REBALANCE
+        assert await a.heartbeat() == E.REBALANCE_IN_PROGRESS
         ja = await a.join()
         assert ja.error_code == 0 and [m.member_id for m in ja.members] == [a.member_id]
-        assert not coord.get_group("g").has(b.member_id)
         assert await b.heartbeat() == E.UNKNOWN_MEMBER_ID
         await coord.close()
 
@@ -135,11 +136,16 @@ def test_session_timeout_removes_member_and_rebalances():
 def test_member_that_does_not_rejoin_is_dropped_after_rebalance_timeout():
     async def main():
         coord = await loaded(make_coordinator())
+        clock = coord.clock
         a, b = await _stable_group(coord, 2, session_timeout_ms=5000, rebalance_timeout_ms=200)
-        t0 = time.monotonic()
-        ja = await a.join()  # the leader rejoins: rebalance; b never comes back
+        join_a = await parked(a.join())  # the leader rejoins: rebalance; b never comes back
+        clock.advance(199)
+        await asyncio.sleep(0)
+        assert not join_a.done() and coord.get_group("g").has(b.member_id)
+        clock.advance(1)
+        ja = await join_a
         assert ja.error_code == 0 and [m.member_id for m in ja.members] == [a.member_id]
-        assert 0.15 < time.monotonic() - t0 < 1.0
+        assert not coord.get_group("g").has(b.member_id)
         await coord.close()
 
     run(main())
@@ -148,6 +154,7 @@ def test_member_that_does_not_rejoin_is_dropped_after_rebalance_timeout():
 def test_member_that_does_not_sync_is_dropped():
     async def main():
         coord = await loaded(make_coordinator())
+        clock = coord.clock
         a = Client(coord, client_id="a", rebalance_timeout_ms=200, session_timeout_ms=5000)
         b = Client(coord, client_id="b", rebalance_timeout_ms=200, session_timeout_ms=5000)
         await a.join_once()
@@ -157,8 +164,10 @@ def test_member_that_does_not_sync_is_dropped():
         other = b if leader is a else a
         s = await leader.sync({leader.member_id: b"l", other.member_id: b"o"})
         assert s.error_code == 0
-        await asyncio.sleep(0.3)  # other never syncs
         group = coord.get_group("g")
+        clock.advance(199)  # other never syncs
+        assert group.has(other.member_id) and group.state is GroupState.STABLE
+        clock.advance(1)
         assert not group.has(other.member_id)
         assert group.state is GroupState.PREPARING_REBALANCE
         assert await leader.heartbeat() == E.REBALANCE_IN_PROGRESS
@@ -179,7 +188,9 @@ def test_member_id_required_only_from_v4_and_pending_member_expires():
         assert r.error_code == E.MEMBER_ID_REQUIRED
         group = coord.get_group("g")
         assert group.is_pending_member(new.member_id)
-        await asyncio.sleep(0.2)  # never comes back
+        coord.clock.advance(99)
+        assert group.is_pending_member(new.member_id)
+        coord.clock.advance(1)  # never comes back
         assert not group.is_pending_member(new.member_id)
         await coord.close()
 
@@ -258,7 +269,6 @@ def test_leave_by_instance_id_and_unknown_members():
         assert [m.error_code for m in resp.members] == [0, E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID]
         group = coord.get_group("g")
         assert group.size == 0
-        await asyncio.sleep(0.01)
         assert group.state is GroupState.EMPTY  # the rebalance with nobody left completes at once
         # v0-2: one member, error at the top level.
         body = lmt(group_id="g", member_id="ghost")
@@ -272,22 +282,49 @@ def test_leave_by_instance_id_and_unknown_members():
 def test_initial_rebalance_delay_gathers_members():
     async def main():
         coord = await loaded(make_coordinator(group_initial_rebalance_delay_ms=150))
+        clock = coord.clock
         clients = [Client(coord, client_id=f"c{i}", rebalance_timeout_ms=2000) for i in range(3)]
         for c in clients:
             await c.join_once()
-        t0 = time.monotonic()
-        first = asyncio.ensure_future(clients[0].join_once())
-        await asyncio.sleep(0.1)
-        second = asyncio.ensure_future(clients[1].join_once())  # extends the delay
-        await asyncio.sleep(0.1)
+        first = await parked(clients[0].join_once())
+        clock.advance(100)
+        second = await parked(clients[1].join_once())  # a new member: the delay is extended at its end
+        clock.advance(100)
+        await asyncio.sleep(0)
+        assert not first.done() and not second.done()
+        third = await parked(clients[2].join_once())
+        # The first delay ended at 150 ms and was extended by another 150 ms (to 300 ms), which saw
+        # the third member arrive and extends once more (to 450 ms).
+        clock.advance(249)
+        await asyncio.sleep(0)
         assert not first.done()
-        third = asyncio.ensure_future(clients[2].join_once())
+        clock.advance(1)
         results = await asyncio.gather(first, second, third)
-        elapsed = time.monotonic() - t0
         assert all(r.error_code == 0 for r in results)
         assert {r.generation_id for r in results} == {1}
         assert len(next(r for r in results if r.members).members) == 3
-        assert 0.25 < elapsed < 1.5
+        await coord.close()
+
+    run(main())
+
+
+def test_initial_rebalance_delay_is_capped_by_rebalance_timeout():
+    async def main():
+        coord = await loaded(make_coordinator(group_initial_rebalance_delay_ms=300))
+        clock = coord.clock
+        clients = [Client(coord, client_id=f"c{i}", rebalance_timeout_ms=500) for i in range(2)]
+        for c in clients:
+            await c.join_once()
+        first = await parked(clients[0].join_once())
+        clock.advance(100)
+        second = await parked(clients[1].join_once())
+        # 300 ms of delay, then at most the 200 ms the rebalance timeout leaves: done at 500 ms.
+        clock.advance(399)
+        await asyncio.sleep(0)
+        assert not first.done()
+        clock.advance(1)
+        results = await asyncio.gather(first, second)
+        assert [r.error_code for r in results] == [0, 0] and results[0].generation_id == 1
         await coord.close()
 
     run(main())
@@ -351,8 +388,7 @@ def test_not_coordinator_and_loading_and_unload():
         b = Client(coord, client_id="b", rebalance_timeout_ms=5000)
         (a,) = await _stable_group(coord, 1, rebalance_timeout_ms=5000)
         await b.join_once()
-        pending_b = asyncio.ensure_future(b.join_once())  # parked: a has not rejoined
-        await asyncio.sleep(0.01)
+        pending_b = await parked(b.join_once())  # parked: a has not rejoined
         coord.unload_partition(p)
         r = await pending_b
         assert r.error_code == E.NOT_COORDINATOR
@@ -424,7 +460,8 @@ def test_empty_group_after_last_leave_is_written():
         coord = await loaded(make_coordinator(log))
         (a,) = await _stable_group(coord, 1)
         await a.leave()
-        await asyncio.sleep(0.01)
+        await until(lambda: not decode_group_metadata_value(log.records(0)[-1].value).members,
+                    "the empty generation written")
         last = decode_group_metadata_value(log.records(0)[-1].value)
         assert last.members == [] and last.generation == a.generation + 1 and last.protocol is None
         assert coord.get_group("g").state is GroupState.EMPTY

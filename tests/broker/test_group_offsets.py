@@ -3,7 +3,6 @@ and rebuilding every group from ``__consumer_offsets`` after a coordinator chang
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from broker.group_coordinator import GroupCoordinator, GroupCoordinatorConfig
@@ -21,6 +20,7 @@ from broker.offsets_topic_format import (
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode as E
 from protocol.messages import request_type
+from storage.clock import ManualClock
 from tests.broker.test_group_helpers import (
     FAST,
     Client,
@@ -31,6 +31,7 @@ from tests.broker.test_group_helpers import (
     make_coordinator,
     roundtrip_response,
     run,
+    until,
 )
 
 
@@ -42,11 +43,13 @@ class Clock:
         return self.now
 
 
-def _coordinator(log: MemoryOffsetsLog, clock: Clock | None = None, **cfg: Any) -> GroupCoordinator:
+def _coordinator(log: MemoryOffsetsLog, clock: Clock | None = None, *, timers: ManualClock | None = None,
+                 **cfg: Any) -> GroupCoordinator:
+    """``clock`` sets commit timestamps only; ``timers`` (a ``ManualClock``) replaces time and timers."""
     settings = dict(FAST)
     settings.update(cfg)
     return GroupCoordinator(log, GroupCoordinatorConfig.from_config(settings), num_partitions=3,
-                            time_ms=clock, topic_exists=lambda t, p: t != "missing")
+                            time_ms=clock, clock=timers, topic_exists=lambda t, p: t != "missing")
 
 
 async def _all_loaded(coord: GroupCoordinator) -> GroupCoordinator:
@@ -226,12 +229,14 @@ def test_loaded_member_session_expires():
         coord = await _all_loaded(_coordinator(log))
         await _stable(coord, "g", session_timeout_ms=100)
         await coord.close()
-        coord2 = await _all_loaded(_coordinator(log))
-        await asyncio.sleep(0.2)
+        timers = ManualClock()
+        coord2 = await _all_loaded(_coordinator(log, timers=timers))
         group = coord2.get_group("g")
+        timers.advance(99)
+        assert group.size == 1
+        timers.advance(1)
         assert group.size == 0
         # The rebalance with nobody in it ends with an Empty generation.
-        await asyncio.sleep(0.05)
         assert group.state is GroupState.EMPTY
         await coord2.close()
 
@@ -246,7 +251,7 @@ def test_delete_groups_rules():
         await commit(coord, "idle", {("t", 0): 1})
         c = await _stable(coord, "was-busy")
         await c.leave()
-        await asyncio.sleep(0.01)
+        await until(lambda: coord.get_group(c.group_id).state is GroupState.EMPTY, "the group empty")
         dmt: Any = request_type(ApiKey.DELETE_GROUPS)
         resp = await GroupApis(coord).handle_delete_groups(dmt(groups_names=["busy", "idle", "was-busy", "never", "idle"]), 1)
         resp = roundtrip_response(ApiKey.DELETE_GROUPS, resp, 1)
@@ -290,7 +295,7 @@ def test_offset_delete_rules():
         assert resp.error_code == E.GROUP_ID_NOT_FOUND
         # Once the group is empty, everything may go.
         await c.leave()
-        await asyncio.sleep(0.01)
+        await until(lambda: coord.get_group(c.group_id).state is GroupState.EMPTY, "the group empty")
         resp = await GroupApis(coord).handle_offset_delete(body("g", [("t", 0)]), 0)
         assert resp.error_code == 0 and resp.topics[0].partitions[0].error_code == 0
         await coord.close()
@@ -322,7 +327,7 @@ def test_retention_expiry():
             ("t", 0): (3, -1, "", 0), ("old-topic", 0): (-1, -1, "", 0)}
         # ...and for the retention time after it becomes empty (even if the commit is older).
         await c.leave()
-        await asyncio.sleep(0.01)
+        await until(lambda: coord.get_group(c.group_id).state is GroupState.EMPTY, "the group empty")
         clock.now += 9 * minute
         assert await coord.expire_offsets() == 0
         clock.now += 2 * minute
@@ -421,17 +426,17 @@ def test_coordinator_loads_before_answering():
 
 def test_periodic_expiration_runs_after_start():
     async def main():
-        clock = Clock()
-        coord = await _all_loaded(_coordinator(MemoryOffsetsLog(), clock, **{
-            "offsets.retention.minutes": 1, "offsets.retention.check.interval.ms": 20}))
+        timers = ManualClock()
+        coord = await _all_loaded(_coordinator(MemoryOffsetsLog(), timers=timers, **{
+            "offsets.retention.minutes": 1, "offsets.retention.check.interval.ms": 20_000}))
         await coord.start()
         await commit(coord, "s", {("t", 0): 1})
-        clock.now += 61_000
-        for _ in range(50):
-            if coord.get_group("s") is None:
-                break
-            await asyncio.sleep(0.01)
-        assert coord.get_group("s") is None
+        for _ in range(2):  # the passes at 20 s and 40 s: too early for the offset
+            timers.advance(20_000)
+            await until(lambda: timers.pending == 1, "the next expiration pass scheduled")
+            assert coord.get_group("s") is not None
+        timers.advance(21_000)  # the pass at 61 s: a minute of retention is over
+        await until(lambda: coord.get_group("s") is None, "group s expired")
         await coord.close()
 
     run(main())
