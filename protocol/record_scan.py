@@ -96,7 +96,13 @@ def scan_records(
                 pos += 1
             else:
                 try:
-                    size, pos = read(buf, pos, 5)
+                    b2 = buf[pos + 1]
+                    if b2 < 0x80:  # two bytes: records of 64 to 8191 bytes
+                        size = (b & 0x7F) | (b2 << 7)
+                        size = (size >> 1) ^ -(size & 1)
+                        pos += 2
+                    else:
+                        size, pos = read(buf, pos, 5)
                 except IndexError:
                     if partial:
                         pos = start
@@ -118,6 +124,10 @@ def scan_records(
             if b < 0x80:
                 ts = (b >> 1) ^ -(b & 1)
                 pos += 2
+            elif buf[pos + 2] < 0x80:
+                ts = (b & 0x7F) | (buf[pos + 2] << 7)
+                ts = (ts >> 1) ^ -(ts & 1)
+                pos += 3
             else:
                 ts, pos = read(buf, pos + 1, 10)
             b = buf[pos]
@@ -126,9 +136,16 @@ def scan_records(
                     consecutive = False
                 pos += 1
             else:
-                delta, pos = read(buf, pos, 5)
-                if delta != index:
-                    consecutive = False
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    delta = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                    if (delta >> 1) ^ -(delta & 1) != index:
+                        consecutive = False
+                else:
+                    delta, pos = read(buf, pos, 5)
+                    if delta != index:
+                        consecutive = False
             b = buf[pos]
             if b == 1:  # null key: zigzag(-1)
                 pos += 1
@@ -148,6 +165,10 @@ def scan_records(
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (b & 0x7F) | (buf[pos + 1] << 7)
+                n = (n >> 1) ^ -(n & 1)
+                pos += 2
             else:
                 n, pos = read(buf, pos, 5)
             if n > 0:
