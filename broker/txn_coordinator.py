@@ -48,6 +48,7 @@ from broker.txn_log_format import (
     partition_for,
 )
 from protocol.errors import ErrorCode
+from storage.clock import Clock, TimerHandle, as_clock
 
 log = logging.getLogger(__name__)
 
@@ -303,32 +304,35 @@ class _PartitionCache:
 
 class TransactionCoordinator:
     def __init__(self, backend: TxnLogBackend, markers: MarkerSender, generate_producer_id: Callable[[], Awaitable[int]],
-                 config: TxnCoordinatorConfig | None = None, *, clock: Callable[[], int] | None = None,
+                 config: TxnCoordinatorConfig | None = None, *, clock: Clock | Callable[[], int] | None = None,
                  partition_count: Callable[[], int | None] | None = None) -> None:
+        """``clock``: time and timers (``storage/clock.py``), or a plain millisecond time source."""
         self.backend = backend
         self.markers = markers
         self.generate_producer_id = generate_producer_id
         self.config = config or TxnCoordinatorConfig()
-        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.time = as_clock(clock)
+        self.clock = self.time.now_ms
         self._partition_count = partition_count
         self._cache: dict[int, _PartitionCache] = {}
         self._loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
         self._tasks: set[asyncio.Task[Any]] = set()
         self._marker_tasks: dict[str, asyncio.Task[Any]] = {}
-        self._periodic: list[asyncio.Task[Any]] = []
+        self._periodic: dict[str, TimerHandle] = {}
         self.active = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.active = True
-        loop = asyncio.get_running_loop()
-        self._periodic = [loop.create_task(self._every(self.config.abort_interval_ms, self.abort_timed_out_transactions)),
-                          loop.create_task(self._every(self.config.expire_interval_ms, self.expire_transactional_ids))]
+        self._every("abort-timed-out-transactions", self.config.abort_interval_ms, self.abort_timed_out_transactions)
+        self._every("expire-transactional-ids", self.config.expire_interval_ms, self.expire_transactional_ids)
 
     async def close(self) -> None:
         self.active = False
-        tasks = list(self._periodic) + list(self._tasks)
+        for handle in self._periodic.values():
+            handle.cancel()
+        tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -340,15 +344,19 @@ class TransactionCoordinator:
         self._cache.clear()
         self._loading.clear()
 
-    async def _every(self, interval_ms: int, fn: Callable[[], Awaitable[Any]]) -> None:
-        while True:
-            await asyncio.sleep(max(interval_ms, 10) / 1000.0)
+    def _every(self, name: str, interval_ms: int, fn: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``fn`` on the clock every ``interval_ms``, each run scheduled when the previous one is done."""
+        async def run() -> None:
             try:
                 await fn()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("periodic transaction coordinator task failed")
+                log.exception("periodic transaction coordinator task %s failed", name)
+            if self.active:
+                self._every(name, interval_ms, fn)
+
+        self._periodic[name] = self.time.schedule(max(interval_ms, 10), lambda: self._spawn(run()))
 
     def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
