@@ -8,7 +8,6 @@ errors per API version, KIP-890 verification, WriteTxnMarkers fencing, and the t
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from protocol.api_versions import ApiKey
@@ -301,9 +300,8 @@ def test_abort_then_reuse_keeps_exactly_once_with_small_batches(cluster3: object
     create_topic(bs, src, partitions=1)
     create_topic(bs, dst, partitions=1)
     inputs = seed(bs, src, 60)
-    started = time.monotonic()
+    # The loop gives up (and fails) if the 60 records are not all processed within its own timeout.
     out = kafka_python_loop(bs, src, dst, group, unique("kp2-txn"), 60, abort_every=2)
-    assert time.monotonic() - started < 120
     committed = read_all(bs, dst, "read_committed")
     assert sorted(v.split(b":")[1] for v in committed) == sorted(inputs)
     assert not set(committed) & set(out.aborted)
