@@ -260,10 +260,10 @@ class ReplicaManager:
             max_decompressed_bytes=max(cfg.max_message_bytes, self.config.get("fetch.max.bytes")),
             version=version)
         if _validate_off_loop(records):
-            # Decompression runs without the GIL; the record scan holds it, but a thread gives the
-            # loop a turn every switch interval instead of stalling it for the whole batch.
+            # Big batches: decompression runs without the GIL, and the record scan, which holds it,
+            # hands it back between pieces, so the loop never waits for a whole batch.
             vb = await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(validate_produce_records, records, **kwargs))
+                None, functools.partial(validate_produce_records, records, yield_gil=True, **kwargs))
         else:
             vb = validate_produce_records(records, **kwargs)
         target = needs_recompression(vb.batch, cfg.compression_type)
@@ -566,8 +566,10 @@ class ReplicaManager:
         return _DELETE_RECORDS(topics=topics)
 
 
-# Compressed batches from this size on are validated in a worker thread (see ``_append_one``).
+# Batches from these sizes on are validated in a worker thread (see ``_append_one``): a compressed
+# one holds several times its size in records; an uncompressed MiB is about 10 ms of scanning.
 _OFF_LOOP_COMPRESSED_BYTES = 64 * 1024
+_OFF_LOOP_UNCOMPRESSED_BYTES = 512 * 1024
 
 
 def _has_transactional_batch(records: memoryview | None) -> bool:
@@ -578,9 +580,9 @@ def _has_transactional_batch(records: memoryview | None) -> bool:
 
 
 def _validate_off_loop(records: memoryview) -> bool:
-    if len(records) < _OFF_LOOP_COMPRESSED_BYTES or len(records) < 23:
+    if len(records) < _OFF_LOOP_COMPRESSED_BYTES:
         return False
-    return bool(records[22] & 0x07)  # low byte of the attributes: the codec
+    return len(records) >= _OFF_LOOP_UNCOMPRESSED_BYTES or bool(records[22] & 0x07)  # attributes: the codec
 
 
 def _recompress(batch: BatchView, target: Any) -> bytes:
