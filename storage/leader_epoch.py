@@ -102,8 +102,8 @@ class LeaderEpochFileCache:
         """The log start moved to ``start_offset``: drop older entries, keep the epoch covering it."""
         with self._lock:
             i = bisect.bisect_right(self._offsets, start_offset)
-            if i == 0:
-                return
+            if i == 0 or i == 1 and self._offsets[0] == start_offset:
+                return  # nothing changes: no rewrite (every log load calls this)
             epoch = self._epochs[i - 1]
             del self._epochs[:i]
             del self._offsets[:i]

@@ -313,16 +313,25 @@ class PartitionLog:
         bases = sorted(log_bases)
         # Unclean: segments from the one holding the recovery point get fully recovered below anyway.
         recover_from = bases[max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)] if bases else 0
+        last_base = bases[-1] if bases else None
         for base in bases:
             seg = LogSegment(self.dir_path, base, settings)
             segments.append(seg)
             if not had_clean_shutdown and base >= recover_from:
                 continue
             try:
+                if base != last_base:
+                    # As Kafka (KAFKA-7283): older segments' indexes are opened lazily, on first use,
+                    # and only checked to exist now; loading them all would map every index file.
+                    seg.check_index_files_exist()
+                    continue
                 seg.sanity_check()
             except (CorruptIndexError, OSError, ValueError) as e:
                 log.warning("rebuilding indexes of %s: %s", seg.log_path, e)
-                seg.recover()
+                size_before = seg.size
+                truncated = seg.recover()
+                if truncated:
+                    self._log_truncated_segment(seg, size_before, truncated)
         self._set_segments(segments)
         if not had_clean_shutdown and segments:
             self._recover_unflushed()
@@ -409,18 +418,47 @@ class PartitionLog:
                     cache.assign(ple, h.base_offset, flush=False)
                 self._apply_producer_state(h, batch, seg)
 
+            size_before = os.stat(seg.log_path).st_size
             truncated = seg.recover(on_batch, min_offset=expected)
             expected = seg.next_offset if seg.size else expected
             if truncated:
-                log.warning("truncated %d invalid bytes at the end of %s", truncated, seg.log_path)
+                self._log_truncated_segment(seg, size_before, truncated)
                 rest = unflushed[i + 1 :]
                 if rest:
                     for r in rest:
+                        self._log_deleted_segment(r)
                         r.delete_files()
                     self._set_segments([s for s in self._segments if s not in rest])
                 break
+            log.debug("%s-%d: recovered segment %s: offsets %d to %d, %d records", self.topic, self.partition,
+                      seg.log_path, seg.base_offset, seg.next_offset - 1, seg.recovered_records)
         cache.flush()
         ps.map_end_offset = self.active_segment.next_offset
+
+    def _log_truncated_segment(self, seg: LogSegment, size_before: int, truncated: int) -> None:
+        # As Kafka's LogLoader: say which segment lost what, so an operator can tell a torn tail
+        # (the last writes before a crash) from damage in the middle of a log.
+        if seg.size:
+            kept = f"offsets {seg.base_offset} to {seg.next_offset - 1} ({seg.recovered_records} records) kept"
+        else:
+            kept = "no valid records kept"
+        log.warning("%s-%d: found invalid data in segment %s (base offset %d) at byte offset %d: truncated "
+                    "%d of %d bytes; %s; the log now ends at offset %d", self.topic, self.partition,
+                    seg.log_path, seg.base_offset, seg.size, truncated, size_before, kept,
+                    seg.next_offset if seg.size else seg.base_offset)
+
+    def _log_deleted_segment(self, seg: LogSegment) -> None:
+        records, last = 0, None
+        try:
+            for h in seg.headers():
+                records += h.records_count
+                last = h.last_offset
+        except (OSError, ValueError):
+            pass
+        span = f"offsets {seg.base_offset} to {last}" if last is not None else f"base offset {seg.base_offset}"
+        log.warning("%s-%d: deleting segment %s as part of log recovery: it follows the invalid data "
+                    "(%s, %d readable records, %d bytes)", self.topic, self.partition, seg.log_path, span,
+                    records, seg.size)
 
     def _apply_producer_state(self, h: BatchHeader, batch: memoryview | bytes | None, seg: LogSegment) -> None:
         ps = self.producer_state

@@ -57,9 +57,13 @@ TopicPartition = tuple[str, int]
 # Threads for batches of small fsync'd writes (new logs, leader-epoch checkpoints of a LeaderAndIsr):
 # the file system commits concurrent fsyncs together, so thousands take about as long as unsynced writes.
 BATCH_IO_THREADS = 16
+# Threads loading logs at start: enough to overlap their system calls, few enough not to fight over
+# the interpreter lock.
+LOAD_THREADS = 4
 
 
-def run_batch(fn: Callable[[Any], None], items: Sequence[Any]) -> list[BaseException | None]:
+def run_batch(fn: Callable[[Any], None], items: Sequence[Any], *,
+              threads: int = BATCH_IO_THREADS) -> list[BaseException | None]:
     """``fn`` on every item, in parallel threads; the exception each raised (or None), in order."""
 
     def one(item: Any) -> BaseException | None:
@@ -71,7 +75,7 @@ def run_batch(fn: Callable[[Any], None], items: Sequence[Any]) -> list[BaseExcep
 
     if len(items) < 8:
         return [one(item) for item in items]
-    with ThreadPoolExecutor(min(BATCH_IO_THREADS, len(items)), thread_name_prefix="log-batch") as pool:
+    with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="log-batch") as pool:
         return list(pool.map(one, items))
 
 
@@ -258,6 +262,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
+        found: list[tuple[TopicPartition, str]] = []
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
             if not os.path.isdir(path):
@@ -271,9 +276,16 @@ class LogManager:
                 tp = parse_partition_dir(name)
             except ValueError:
                 continue
-            lg = PartitionLog(
+            found.append((tp, path))
+        # One config per topic (building one is not free, and a topic may have thousands of partitions).
+        configs = {topic: self._config_for(topic) for topic in {tp[0] for tp, _path in found}}
+        loaded: dict[TopicPartition, PartitionLog] = {}
+
+        def load(item: tuple[TopicPartition, str]) -> None:
+            tp, path = item
+            loaded[tp] = PartitionLog(
                 path,
-                self._config_for(tp[0]),
+                configs[tp[0]],
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 high_watermark=hws.get(tp),
@@ -281,11 +293,23 @@ class LogManager:
                 clock=self.clock,
                 io_error_handler=self._log_io_error,
             )
-            with self._lock:
+
+        # Logs load in parallel (Kafka: num.recovery.threads.per.data.dir); most of a load is file
+        # system calls, which run outside the interpreter lock.
+        errors = run_batch(load, found, threads=LOAD_THREADS)
+        first_error = next((e for e in errors if e is not None), None)
+        if first_error is not None:
+            for lg in loaded.values():
+                lg.close_quietly()
+            raise first_error
+        with self._lock:
+            for tp, _path in found:
                 if tp in self._logs:
-                    lg.close()
+                    for lg in loaded.values():
+                        lg.close_quietly()
                     raise OSError(f"duplicate log directories for {tp[0]}-{tp[1]}")
-                self._logs[tp] = lg
+            for tp, _path in found:
+                self._logs[tp] = loaded[tp]
                 self._dir_of[tp] = d
         if clean:
             os.unlink(clean_file)
@@ -499,7 +523,9 @@ class LogManager:
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker per healthy dir."""
         failed: set[str] = set()
-        for tp, lg in list(self._logs.items()):
+
+        def close(item: tuple[TopicPartition, PartitionLog]) -> None:
+            tp, lg = item
             d = self._dir_of[tp]
             try:
                 with self._guard(d):
@@ -507,6 +533,10 @@ class LogManager:
                     lg.close()
             except KafkaStorageError:
                 failed.add(d)
+
+        # Each close fsyncs a producer snapshot and a leader-epoch-checkpoint: in parallel, so that a
+        # broker with 10,000 partitions stops in seconds (the file system commits the fsyncs together).
+        run_batch(close, list(self._logs.items()))
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

@@ -373,6 +373,10 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         return truncated
 
+    def check_index_files_exist(self) -> None:
+        if not self.offset_index.exists() or not self.time_index.exists():
+            raise CorruptIndexError(f"missing index files for segment {self.log_path}")
+
     def sanity_check(self) -> None:
         """Cheap index checks for a cleanly closed segment; raises CorruptIndexError."""
         if not self.offset_index.exists() or not self.time_index.exists():
