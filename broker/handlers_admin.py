@@ -297,7 +297,8 @@ class AdminHandlers:
             if name in INTERNAL_TOPICS:
                 r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, "internal topics cannot be deleted"
                 continue
-            if not await self.broker.zk_call(self.zk.topic_exists, name):
+            # A name no topic can have (not a valid ZooKeeper path either) is simply unknown.
+            if topic_name_error(name) or not await self.broker.zk_call(self.zk.topic_exists, name):
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             await self.broker.zk_call(self.zk.mark_topic_for_deletion, name)
