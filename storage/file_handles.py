@@ -26,8 +26,9 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,24 @@ DEFAULT_OPEN_FILES = 10_000
 MIN_OPEN_FILES = 64
 
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+T = TypeVar("T")
 
 
 def is_out_of_descriptors(exc: BaseException) -> bool:
     """EMFILE/ENFILE: a resource limit of the process or system, not a failing disk."""
     return isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS
+
+
+def retry_when_out_of_descriptors(fn: Callable[[], T], attempts: int = 3) -> T:
+    """``fn()``; on EMFILE/ENFILE close idle segment files and try again (the last error propagates)."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except OSError as e:
+            if not is_out_of_descriptors(e) or attempt == attempts - 1:
+                raise
+            SEGMENT_FILES.shed_idle()
+    raise AssertionError("unreachable")
 
 
 class FileHandleCache:
@@ -111,8 +125,7 @@ class FileHandleCache:
         """Close a share of the idle descriptors (after EMFILE outside this cache, e.g. a checkpoint)."""
         with self.lock:
             shed = self._shed(max(int(len(self._idle) * fraction), 8))
-            log.warning("out of file descriptors: closed %d idle segment files, %d remain open", shed,
-                        self.open_count)
+            self._report_shortage(OSError(errno.EMFILE, os.strerror(errno.EMFILE)), shed)
             return shed
 
     def __repr__(self) -> str:

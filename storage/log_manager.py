@@ -41,7 +41,7 @@ from storage.checkpoints import (
     fsync_dir,
 )
 from storage.errors import KafkaStorageError, LogDirOfflineError, is_disk_full
-from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors
+from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors, retry_when_out_of_descriptors
 from storage.log import PartitionLog, now_ms, parse_partition_dir
 
 log = logging.getLogger(__name__)
@@ -282,6 +282,9 @@ class LogManager:
         loaded: dict[TopicPartition, PartitionLog] = {}
 
         def load(item: tuple[TopicPartition, str]) -> None:
+            retry_when_out_of_descriptors(lambda: load_one(item))
+
+        def load_one(item: tuple[TopicPartition, str]) -> None:
             tp, path = item
             loaded[tp] = PartitionLog(
                 path,
@@ -383,7 +386,7 @@ class LogManager:
                 todo.append((tp, d, topic_id, config))
         made: dict[TopicPartition, PartitionLog] = {}
 
-        def create(item: tuple[TopicPartition, str, Any, Any]) -> None:
+        def create_one(item: tuple[TopicPartition, str, Any, Any]) -> None:
             (topic, partition), d, topic_id, config = item
             path = os.path.join(d, f"{topic}-{partition}")
             os.makedirs(path, exist_ok=True)
@@ -392,6 +395,9 @@ class LogManager:
             made[(topic, partition)] = PartitionLog(
                 path, config if config is not None else self._config_for(topic), had_clean_shutdown=True,
                 clock=self.clock, io_error_handler=self._log_io_error)
+
+        def create(item: tuple[TopicPartition, str, Any, Any]) -> None:
+            retry_when_out_of_descriptors(lambda: create_one(item))
 
         errors = run_batch(create, todo)
         dirs = {d for _tp, d, _i, _c in todo}
