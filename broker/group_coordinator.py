@@ -67,7 +67,6 @@ class GroupCoordinator:
         self.clock = clock if clock is not None else as_clock(time_ms)
         self.topic_exists = topic_exists
         self.manager = GroupMetadataManager(offsets_log, cfg, self.num_partitions, self.clock)
-        self._manager = self.manager
         self._membership = GroupMembership(self.manager, cfg, self.clock)
         # Hook for pending transactional state the transaction coordinator tracks outside of the
         # groups (OffsetFetch require_stable); the groups' own pending offsets are always checked.
@@ -167,16 +166,16 @@ class GroupCoordinator:
         return None
 
     async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
-                              offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
-        error = self._manager.validate_group_status(group_id, ApiKey.OFFSET_COMMIT)
+                             offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        error = self.manager.validate_group_status(group_id, ApiKey.OFFSET_COMMIT)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        group = self._manager.get_group(group_id)
+        group = self.manager.get_group(group_id)
         if group is None:
             if generation >= 0:
                 # A commit from an old generation of a group that no longer exists.
                 return dict.fromkeys(offsets, E.ILLEGAL_GENERATION)
-            group = self._manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self._now()))
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self._now()))
         error = self._validate_offset_commit(group, generation, member_id, instance_id, transactional=False)
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -186,32 +185,31 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, E.REBALANCE_IN_PROGRESS)
         if state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             self._membership.complete_and_schedule_next_heartbeat(group, group.get(member_id))
-        return await self._manager.store_offsets(group, offsets)
-
+        return await self.manager.store_offsets(group, offsets)
 
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
-                                  instance_id: str | None, generation: int,
-                                  offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
-        error = self._manager.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT)
+                                 instance_id: str | None, generation: int,
+                                 offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+        error = self.manager.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        group = self._manager.get_group(group_id)
+        group = self.manager.get_group(group_id)
         if group is None:
-            group = self._manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self._now()))
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self._now()))
         error = self._validate_offset_commit(group, generation, member_id, instance_id, transactional=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        return await self._manager.store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
+        return await self.manager.store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
 
     # ============================================================================================
     # OffsetFetch
 
     def fetch_offsets(self, group_id: str, require_stable: bool, tps: list[TopicPartition] | None
                        ) -> tuple[int, list[tuple[TopicPartition, int, int, str, int]]]:
-        error = self._manager.validate_group_status(group_id, ApiKey.OFFSET_FETCH)
+        error = self.manager.validate_group_status(group_id, ApiKey.OFFSET_FETCH)
         if error is not None:
             return error, []
-        group = self._manager.get_group(group_id)
+        group = self.manager.get_group(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return E.NONE, [(tp, INVALID_OFFSET, -1, "", E.NONE) for tp in (tps or [])]
         wanted = list(group.offsets) if tps is None else list(dict.fromkeys(tps))
@@ -233,11 +231,11 @@ class GroupCoordinator:
 
     def list_groups(self, states: set[str], types: set[str]) -> tuple[int, list[GroupMetadata]]:
         """Groups whose state (lower case) is in ``states`` and type in ``types`` (empty: any)."""
-        if not self._manager.active:
+        if not self.manager.active:
             return E.COORDINATOR_NOT_AVAILABLE, []
-        error = E.COORDINATOR_LOAD_IN_PROGRESS if self._manager.loading else E.NONE
+        error = E.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading else E.NONE
         groups = []
-        for g in self._manager.groups.values():
+        for g in self.manager.groups.values():
             if states and g.state.value.lower() not in states:
                 continue
             if types and GROUP_TYPE_CLASSIC not in types:
@@ -247,22 +245,22 @@ class GroupCoordinator:
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
         """(error, the group or None when it does not exist)."""
-        error = self._manager.validate_group_status(group_id, ApiKey.DESCRIBE_GROUPS)
+        error = self.manager.validate_group_status(group_id, ApiKey.DESCRIBE_GROUPS)
         if error is not None:
             return int(error), None
-        return E.NONE, self._manager.get_group(group_id)
+        return E.NONE, self.manager.get_group(group_id)
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         results: dict[str, int] = {}
         eligible: list[GroupMetadata] = []
         for gid in group_ids:
-            error = self._manager.validate_group_status(gid, ApiKey.DELETE_GROUPS)
+            error = self.manager.validate_group_status(gid, ApiKey.DELETE_GROUPS)
             if error is not None:
                 results[gid] = error
                 continue
-            group = self._manager.get_group(gid)
+            group = self.manager.get_group(gid)
             if group is None or group.is_state(GroupState.DEAD):
-                results[gid] = E.GROUP_ID_NOT_FOUND if self._manager.group_not_exists(gid) else E.NOT_COORDINATOR
+                results[gid] = E.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(gid) else E.NOT_COORDINATOR
             elif group.is_state(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD, self._now())
                 eligible.append(group)
@@ -270,18 +268,18 @@ class GroupCoordinator:
             else:
                 results[gid] = E.NON_EMPTY_GROUP
         if eligible:
-            n = await self._manager.cleanup_group_metadata(eligible, lambda g: g.remove_all_offsets())
+            n = await self.manager.cleanup_group_metadata(eligible, lambda g: g.remove_all_offsets())
             log.info("deleted groups %s (%d offsets)", [g.group_id for g in eligible], n)
         return results
 
     async def delete_offsets(self, group_id: str, tps: list[TopicPartition]
                               ) -> tuple[int, dict[TopicPartition, int]]:
-        error = self._manager.validate_group_status(group_id, ApiKey.OFFSET_DELETE)
+        error = self.manager.validate_group_status(group_id, ApiKey.OFFSET_DELETE)
         if error is not None:
             return error, {}
-        group = self._manager.get_group(group_id)
+        group = self.manager.get_group(group_id)
         if group is None or group.is_state(GroupState.DEAD):
-            return (E.GROUP_ID_NOT_FOUND if self._manager.group_not_exists(group_id) else E.NOT_COORDINATOR), {}
+            return (E.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(group_id) else E.NOT_COORDINATOR), {}
         results: dict[TopicPartition, int] = {}
         if group.is_state(GroupState.EMPTY):
             eligible = tps
@@ -295,7 +293,7 @@ class GroupCoordinator:
         else:
             return E.NON_EMPTY_GROUP, {}
         if eligible:
-            n = await self._manager.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
+            n = await self.manager.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
             log.info("group %s: deleted offsets of %s (%d removed)", group_id, eligible, n)
             for tp in eligible:
                 results[tp] = E.NONE

@@ -120,7 +120,7 @@ class GroupMembership:
 
     @staticmethod
     def validate_current_member(group: GroupMetadata, member_id: str, instance_id: str | None,
-                                 operation: str) -> int | None:
+                                operation: str) -> int | None:
         if instance_id is not None:
             current = group.current_static_member_id(instance_id)
             if current is None:
@@ -137,7 +137,7 @@ class GroupMembership:
     # -- heartbeat timers --------------------------------------------------------------------------
 
     def complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
-                                              timeout_ms: int | None = None) -> None:
+                                             timeout_ms: int | None = None) -> None:
         member.heartbeat_satisfied = True
         member.cancel_heartbeat()
         member.heartbeat_satisfied = False
@@ -347,7 +347,6 @@ class GroupMembership:
                 # Members parked in SyncGroup did not heartbeat meanwhile: restart their session.
                 self.complete_and_schedule_next_heartbeat(group, member)
 
-
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         state = group.state
         if state in (GroupState.EMPTY, GroupState.DEAD):
@@ -358,9 +357,9 @@ class GroupMembership:
         return group.has(member_id) or group.size < self.config.group_max_size
 
     def join_group(self, group_id: str, member_id: str, instance_id: str | None, require_known_member_id: bool,
-                    support_skip_assignment: bool, client_id: str, client_host: str, rebalance_timeout_ms: int,
-                    session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
-                    callback: Callable[[JoinResult], None]) -> None:
+                   support_skip_assignment: bool, client_id: str, client_host: str, rebalance_timeout_ms: int,
+                   session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+                   callback: Callable[[JoinResult], None]) -> None:
         error = self._manager.validate_group_status(group_id, ApiKey.JOIN_GROUP)
         if error is not None:
             callback(JoinResult(member_id, error))
@@ -551,10 +550,9 @@ class GroupMembership:
             raise IllegalGroupStateError(f"static member {instance_id} rejoined group {group.group_id} "
                                          f"in state {state.value}")
 
-
     def sync_group(self, group_id: str, generation: int, member_id: str, protocol_type: str | None,
-                    protocol_name: str | None, instance_id: str | None, assignment: dict[str, bytes],
-                    callback: Callable[[SyncResult], None]) -> None:
+                   protocol_name: str | None, instance_id: str | None, assignment: dict[str, bytes],
+                   callback: Callable[[SyncResult], None]) -> None:
         error = self._manager.validate_group_status(group_id, ApiKey.SYNC_GROUP)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             # The rebalance state was lost with the old coordinator; make the member rejoin.
@@ -617,7 +615,6 @@ class GroupMembership:
             callback(SyncResult(E.NONE, group.protocol_type, group.protocol_name, member.assignment))
             self.complete_and_schedule_next_heartbeat(group, member)
 
-
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
         error = self._manager.validate_group_status(group_id, ApiKey.HEARTBEAT)
         if error is not None:
@@ -638,7 +635,6 @@ class GroupMembership:
             return E.UNKNOWN_MEMBER_ID
         self.complete_and_schedule_next_heartbeat(group, group.get(member_id))
         return E.REBALANCE_IN_PROGRESS if state is GroupState.PREPARING_REBALANCE else E.NONE
-
 
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None, str | None]]
                      ) -> tuple[int, list[tuple[str, str | None, int]]]:

@@ -473,7 +473,7 @@ class GroupMetadataManager:
         return E.NONE, base
 
     def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes],
-                     callback: Callable[[int], None]) -> None:
+                    callback: Callable[[int], None]) -> None:
         """Write the group's metadata record, then call ``callback(error)`` (the value is taken now)."""
         partition = self.partition_for(group.group_id)
         if partition not in self.owned:
@@ -491,7 +491,7 @@ class GroupMetadataManager:
         return metadata is None or _utf16_len(metadata) <= self.config.offset_metadata_max_bytes
 
     async def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata], *,
-                             producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, int]:
+                            producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, int]:
         if not group.has_received_consistent_offset_commits():
             log.warning("group %s receives both consumer and transactional offset commits; mixing them "
                         "gives surprising results", group.group_id)
@@ -547,7 +547,7 @@ class GroupMetadataManager:
                 del self._producer_groups[producer_id]
 
     async def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
-                                      selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]
+                                     selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]
                                       ) -> int:
         """Remove offsets chosen by ``selector`` (and groups left empty), writing tombstones."""
         removed_total = 0
