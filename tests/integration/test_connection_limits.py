@@ -309,3 +309,72 @@ def test_abandoned_requests_give_their_permits_back(broker: Any) -> None:
                    "the abandoned fetches to be dropped")
     finally:
         third.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# The bookkeeping on its own (no sockets): permits and quotas
+
+
+def test_request_permits_bound_count_and_bytes_first_come_first_served() -> None:
+    import asyncio
+
+    from broker.request_queue import RequestPermits
+
+    async def run() -> None:
+        permits = RequestPermits(max_requests=3, max_bytes=1000)
+        await permits.acquire(600)
+        await permits.acquire(600)  # over the bytes bound now (non-strict, like Kafka's pool)
+        order: list[str] = []
+
+        async def take(name: str, size: int) -> None:
+            await permits.acquire(size)
+            order.append(name)
+
+        a = asyncio.ensure_future(take("a", 10))
+        cancelled = asyncio.ensure_future(take("cancelled", 10))
+        b = asyncio.ensure_future(take("b", 10))
+        c = asyncio.ensure_future(take("c", 10))
+        await asyncio.sleep(0)
+        assert order == [] and permits.waited == 4  # 1200 bytes in flight: everybody waits
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        permits.release(600)  # 600 bytes left in flight: the waiters fit again, in arrival order ...
+        await asyncio.sleep(0)
+        assert order == ["a", "b"]  # ... until the count bound (3) stops "c"
+        assert permits.in_flight == 3 and permits.bytes == 620 and permits.peak == 3
+        permits.release(10)
+        await asyncio.sleep(0)
+        assert order == ["a", "b", "c"]
+        await asyncio.gather(a, b, c)
+        assert cancelled.cancelled()
+
+    asyncio.run(run())
+
+
+def test_connection_quotas_per_ip_overrides_and_validation() -> None:
+    from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from
+    from storage.config import ConfigError
+
+    def limits(**kw: object) -> Any:
+        values = {"max.connections": 10, "max.connections.per.ip": 2, "max.connections.per.ip.overrides": ""}
+        values.update({k.replace("_", "."): v for k, v in kw.items()})
+        return limits_from(values.__getitem__, resolve=lambda host: {"db.example": "10.0.0.9"}[host])
+
+    q = ConnectionQuotas(limits(), "PLAINTEXT", ["PLAINTEXT"])
+    q.inc("PLAINTEXT", "10.0.0.1")
+    q.inc("PLAINTEXT", "10.0.0.1")
+    with pytest.raises(TooManyConnections, match="maximum of 2 connections"):
+        q.inc("PLAINTEXT", "10.0.0.1")
+    q.reconfigure(limits(max_connections_per_ip_overrides="10.0.0.1:3, db.example:0"))
+    q.inc("PLAINTEXT", "10.0.0.1")
+    with pytest.raises(TooManyConnections):
+        q.inc("PLAINTEXT", "10.0.0.9")  # a host name resolved to its address
+    assert q.total == 3 and q.refused_per_ip["PLAINTEXT"] == 2
+    q.dec("PLAINTEXT", "10.0.0.1")
+    assert q.counts == {"10.0.0.1": 2}
+    with pytest.raises(ConfigError, match="can be set to zero only if"):
+        limits(max_connections_per_ip=0)
+    with pytest.raises(ConfigError, match="is not of the form host:count"):
+        limits(max_connections_per_ip_overrides="10.0.0.1")
+    with pytest.raises(ConfigError, match="invalid addresses"):
+        limits(max_connections_per_ip_overrides="no.such.host:1")
