@@ -358,7 +358,12 @@ def test_connection_quotas_per_ip_overrides_and_validation() -> None:
     def limits(**kw: object) -> Any:
         values = {"max.connections": 10, "max.connections.per.ip": 2, "max.connections.per.ip.overrides": ""}
         values.update({k.replace("_", "."): v for k, v in kw.items()})
-        return limits_from(values.__getitem__, resolve=lambda host: {"db.example": "10.0.0.9"}[host])
+        return limits_from(values.__getitem__, resolve=resolve)
+
+    def resolve(host: str) -> str:
+        if host != "db.example":
+            raise socket.gaierror(f"unknown host {host}")
+        return "10.0.0.9"
 
     q = ConnectionQuotas(limits(), "PLAINTEXT", ["PLAINTEXT"])
     q.inc("PLAINTEXT", "10.0.0.1")
