@@ -276,8 +276,8 @@ def test_stopped_broker_keeps_idempotent_acks_all_producer_going(stack: Stack) -
         producer = KafkaPythonProducer(stack.bootstrap, topic, 3, interval=0.01).start()
         try:
             producer.wait_acks(100, timeout=60)
-            # podman stop: SIGTERM, then SIGKILL after the container's stop timeout (podman-compose
-            # leaves podman's 10 s). A clean, controlled shutdown exits 0 well inside it.
+            # podman stop: SIGTERM, then SIGKILL after the stop timeout. A clean, controlled shutdown
+            # exits 0 well inside it.
             stack.podman("stop", stack.container("broker-2"), timeout=120)
             st = stack.state("broker-2")
             assert not st["Running"] and st["ExitCode"] == 0, st
@@ -358,10 +358,13 @@ def test_down_then_up_keeps_the_data(stack: Stack) -> None:
         producer.close(30)
     before = read_all(stack.bootstrap, topic, 3)
 
-    # Every broker, the last one too (it has nobody to hand its leaderships to), shuts down cleanly on
-    # SIGTERM inside podman's default stop timeout; then down removes the containers and keeps the volumes.
+    # Every broker, the last one too (it has nobody to hand its leaderships to and retries its controlled
+    # shutdown), exits cleanly on SIGTERM inside the stop timeout: the compose file's stop_grace_period,
+    # which deploy/containers.conf repeats for podman. Then down removes the containers, not the volumes.
     stack.podman("stop", stack.container("prometheus"))
     for b in reversed(BROKERS):
+        timeout = json.loads(stack.podman("inspect", "--type", "container", stack.container(b)).stdout)[0]["Config"]
+        assert timeout["StopTimeout"] == 60 and timeout["StopSignal"] in (15, "SIGTERM"), timeout
         stack.podman("stop", stack.container(b), timeout=120)
         st = stack.state(b)
         assert st["ExitCode"] == 0, f"{b} exited {st['ExitCode']} (137: killed after the stop timeout)"
