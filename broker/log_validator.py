@@ -158,6 +158,9 @@ def frame_produce_batch(records: memoryview, version: int = 9) -> tuple[int, int
         raise ValidationError(ErrorCode.INVALID_RECORD,
                               f"Produce requests with version {version} are only allowed to contain record "
                               "batches with magic version 2")
+    if version < 7 and size >= 23 and records[22] & COMPRESSION_CODEC_MASK == CompressionType.ZSTD:
+        raise ValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                              f"Produce requests with version {version} are not allowed to use ZStandard compression")
     if _next_batch_size(records, size, end) is not None:
         raise ValidationError(ErrorCode.INVALID_RECORD,
                               f"Produce requests with version {version} are only allowed to contain exactly "
@@ -177,16 +180,18 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
     """
     size, _ = frame_produce_batch(records, version)
     data = records[:size] if size != len(records) else records
-    if size < BATCH_HEADER_SIZE:
-        raise ValidationError(ErrorCode.CORRUPT_MESSAGE,
-                              f"Record batch of {size} bytes is shorter than a v2 batch header")
-    batch = BatchView(data)
-    (base_offset, _len, _ple, _magic, crc, attributes, last_delta, base_ts, max_ts, producer_id, _pe, base_seq,
-     count) = _HEADER.unpack_from(data, 0)
+    # UnifiedLog.analyzeAndValidateRecords: the client's baseOffset, the size, then the CRC.
+    (base_offset,) = struct.unpack_from(">q", data, 0)
     if base_offset != 0:
         raise ValidationError(ErrorCode.INVALID_RECORD,
                               f"The baseOffset of the record batch in the append to {topic_partition} should be 0, "
                               f"but it is {base_offset}")
+    if size < BATCH_HEADER_SIZE:
+        raise ValidationError(ErrorCode.CORRUPT_MESSAGE,
+                              f"Record batch of {size} bytes is shorter than a v2 batch header")
+    batch = BatchView(data)
+    (_base, _len, _ple, _magic, crc, attributes, last_delta, base_ts, max_ts, producer_id, _pe, base_seq,
+     count) = _HEADER.unpack_from(data, 0)
     if size > max_message_bytes:
         raise ValidationError(ErrorCode.MESSAGE_TOO_LARGE,
                               f"The record batch size in the append to {topic_partition} is {size} bytes which "

@@ -191,3 +191,52 @@ def test_scanner_partial_mode_stops_before_an_incomplete_record() -> None:
     assert scan_records(rest, 0, len(rest), 2, 3).next_index == 3
     with pytest.raises(InvalidRecordError):
         scan_records(section[:cut], 0, cut, 0, 3)
+
+
+def _recrc(data: bytearray) -> bytearray:
+    struct.pack_into(">I", data, 17, crc32c.crc32c(data[21:]))
+    return data
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_mutated_batches_only_ever_raise_validation_errors(codec: CompressionType) -> None:
+    """Flipped bytes, cuts and insertions anywhere (CRC fixed up so the records get read): the
+    validator answers each with a Kafka error code or accepts it, and never fails any other way."""
+    import random
+
+    rnd = random.Random(1234 + int(codec))
+    base = bytearray(build_batch([(b"k%d" % i if i % 5 else None, os.urandom(rnd.randrange(0, 90)), NOW,
+                                   [("h", b"v")] if i % 3 == 0 else ()) for i in range(40)], compression=codec))
+    codes = set()
+    for _ in range(400):
+        data = bytearray(base)
+        for _ in range(rnd.randrange(1, 4)):
+            kind = rnd.randrange(3)
+            at = rnd.randrange(21 if rnd.random() < 0.8 else 0, len(data))
+            if kind == 0:
+                data[at] = rnd.randrange(256)
+            elif kind == 1:
+                del data[at:at + rnd.randrange(1, 8)]
+            else:
+                data[at:at] = os.urandom(rnd.randrange(1, 8))
+        if len(data) >= 12:
+            struct.pack_into(">i", data, 8, len(data) - 12)
+        if len(data) >= 61:
+            _recrc(data)
+        for yield_gil in (False, True):
+            try:
+                validate(data, compacted=True, yield_gil=yield_gil)
+                codes.add(ErrorCode.NONE)
+            except ValidationError as e:
+                codes.add(e.code)
+    assert codes - {ErrorCode.NONE}  # the mutations did get refused, with Kafka's codes
+    assert codes <= {ErrorCode.NONE, ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_TIMESTAMP,
+                     ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.MESSAGE_TOO_LARGE}, codes
+
+
+def test_validation_in_pieces_sees_what_one_scan_sees() -> None:
+    data = build_batch([(b"k" if i != 2500 else None, b"v" * 20, NOW - i) for i in range(3000)])
+    one = refused(data, compacted=True)
+    pieces = refused(data, compacted=True, yield_gil=True)
+    assert [e.batch_index for e in one.record_errors] == [e.batch_index for e in pieces.record_errors] == [2500]
+    assert validate(data, yield_gil=True).max_timestamp == validate(data).max_timestamp == NOW

@@ -262,11 +262,11 @@ def brokers() -> Iterator[dict[str, Any]]:
             kafka.stop()
 
 
-def produce_pair(bootstrap: str, topic: str, bad: bytes, good: bytes) -> list[Any]:
-    """One Produce v9 request: ``bad`` to partition 0, ``good`` to partition 1; both partition answers."""
+def produce_pair(bootstrap: str, topic: str, bad: bytes, good: bytes, version: int = 9) -> list[Any]:
+    """One Produce request: ``bad`` to partition 0, ``good`` to partition 1; both partition answers."""
     mt = request_type(ApiKey.PRODUCE)
     with RawClient(bootstrap, timeout=60) as raw:
-        body = raw.request(ApiKey.PRODUCE, 9, transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
+        body = raw.request(ApiKey.PRODUCE, version, transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[
             mt.TopicProduceData(name=topic, partition_data=[
                 mt.PartitionProduceData(index=0, records=bad), mt.PartitionProduceData(index=1, records=good)])])
     by_index = {p.index: p for p in body.responses[0].partition_responses}
@@ -306,6 +306,14 @@ def test_same_error_code_as_apache_kafka(brokers: dict[str, Any], case: str) -> 
         assert ours["error_message"] == theirs["error_message"], f"{case}: kafkette {ours} vs Apache Kafka {theirs}"
     else:
         assert (ours["error_message"] is None) == (theirs["error_message"] is None)
+
+
+@pytest.mark.parametrize("version", [3, 6, 7])
+def test_zstd_needs_produce_v7_as_in_kafka(brokers: dict[str, Any], version: int) -> None:
+    codes = {name: [p.error_code for p in produce_pair(bootstrap, topic_name("plain"), good_batch(codec=4),
+                                                       good_batch(), version)]
+             for name, bootstrap in brokers["bootstraps"].items()}
+    assert codes["kafkette"] == codes["kafka"], codes
 
 
 def _vm_hwm_kib(pid: int) -> int:

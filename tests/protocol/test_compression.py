@@ -19,7 +19,15 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.compression import CompressionType, compress, decompress
+from protocol.compression import (
+    CompressionType,
+    DecompressedTooLargeError,
+    IgnoredTrailingData,
+    TrailingFrameError,
+    compress,
+    decompress,
+    iter_decompress,
+)
 from protocol.exceptions import CorruptRecordError
 
 CODECS = list(CompressionType)
@@ -252,3 +260,51 @@ def test_unknown_codec() -> None:
         decompress(5, b"abc")
     with pytest.raises(ValueError):
         compress(7, b"abc")
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
+                                   CompressionType.ZSTD])
+def test_streaming_yields_bounded_chunks_that_add_up(codec: CompressionType) -> None:
+    data = TEXT * 40 + os.urandom(100_000)
+    chunks = list(iter_decompress(codec, compress(codec, data), chunk_size=64 * 1024))
+    assert b"".join(chunks) == data
+    # Never far beyond a chunk: one zstd block (128 KiB) or one xerial block (32 KiB input) at most.
+    assert max(len(c) for c in chunks) <= 128 * 1024 + 64 * 1024
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+def test_a_bomb_stops_at_the_bound_after_bounded_work(codec: CompressionType) -> None:
+    packed = compress(codec, bytes(256 << 20)) if codec != CompressionType.LZ4 else lz4.frame.compress(
+        bytes(256 << 20), block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX4MB)
+    seen = 0
+    with pytest.raises(DecompressedTooLargeError):
+        for chunk in iter_decompress(codec, packed, max_output_size=8 << 20, chunk_size=1 << 20):
+            seen += len(chunk)
+    assert seen <= 8 << 20
+
+
+def test_single_frame_reading_is_kafkas() -> None:
+    two = {c: compress(c, b"first") + compress(c, b"second")
+           for c in (CompressionType.GZIP, CompressionType.ZSTD, CompressionType.SNAPPY)}
+    for codec, data in two.items():
+        assert decompress(codec, data) == b"firstsecond"  # concatenation is legal in general
+        with pytest.raises(TrailingFrameError):
+            list(iter_decompress(codec, data, single_frame=True))
+    lz = lz4.frame.compress(b"first", block_linked=False) + b"anything"
+    out = []
+    with pytest.raises(IgnoredTrailingData) as info:
+        for chunk in iter_decompress(CompressionType.LZ4, lz, single_frame=True):
+            out.append(chunk)
+    assert b"".join(out) == b"first" and info.value.length == len(b"anything")
+
+
+def test_zstd_skippable_frames_are_skipped_and_reserved_blocks_refused() -> None:
+    skippable = struct.pack("<II", 0x184D2A50, 3) + b"abc"
+    assert decompress(CompressionType.ZSTD, skippable + compress(CompressionType.ZSTD, b"data")) == b"data"
+    frame = bytearray(compress(CompressionType.ZSTD, b"data" * 100))
+    single_segment = frame[4] >> 5 & 1
+    header = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[frame[4] & 3]
+    header += (single_segment, 2, 4, 8)[frame[4] >> 6]
+    frame[header] |= 0b110  # the first block's type: 3, reserved
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.ZSTD, bytes(frame))
