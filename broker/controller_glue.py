@@ -66,9 +66,8 @@ class ControllerRequestState:
             self.refused += 1
             return ErrorCode.STALE_BROKER_EPOCH
         if controller_epoch < self.controller_epoch:
-            log.warning("Ignoring %s request from controller %d since its controller epoch %d is old. "
-                        "Latest known controller epoch is %d", api, controller_id, controller_epoch,
-                        self.controller_epoch)
+            log.warning("refusing a request from controller %d with stale controller epoch %d (current %d): %s",
+                        controller_id, controller_epoch, self.controller_epoch, api)
             self.refused += 1
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if controller_epoch > self.controller_epoch:
