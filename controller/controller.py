@@ -20,13 +20,16 @@ conditional update on its version (fenced by the controller epoch's znode versio
 LeaderAndIsr to the partition's replicas and UpdateMetadata to every live broker. Each event's
 requests are collected in a batch and sent when the event is done.
 
-Topic deletion (``controller/topic_deletion.py``, Kafka's ``TopicDeletionManager``) and partition
-reassignment (``controller/reassignment.py``) live in their own modules and run on this event loop.
-This module is still longer than our ~800-line guideline: what remains is the event loop itself,
-failover, the request batch and the partition and replica state machines with the events that drive
-them (broker changes, AlterPartition, controlled shutdown, elections), which all read and write the
-same ``ControllerContext`` between two ``await``s. The next cut, along Kafka's lines, is a
-``PartitionStateMachine``/``ReplicaStateMachine`` pair with the request batch.
+The work is split as Kafka splits it; this module keeps the event loop, failover, the request
+batch and the events about brokers, topics, ISR notifications and configs, and hands the rest to:
+
+- ``controller/partition_state_machine.py``: partition and replica state changes and elections;
+- ``controller/alter_partition.py``: AlterPartition (ISR changes from partition leaders);
+- ``controller/leader_balance.py``: controlled shutdown, ElectLeaders, the preferred-leader balance;
+- ``controller/topic_deletion.py``: topic deletion (Kafka's ``TopicDeletionManager``);
+- ``controller/reassignment.py``: partition reassignment.
+
+They all run on this controller's event loop and share its ``ControllerContext``.
 """
 
 from __future__ import annotations
@@ -34,25 +37,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError
-
-from controller import leader_election as le
 from controller import zk_data as zd
+from controller.alter_partition import AlterPartitionHandler
 from controller.channel import ControllerChannelManager, inter_broker_endpoint
 from controller.context import ControllerContext, ControllerStats, PartitionState, ReplicaState
+from controller.controller_config import (
+    CONTROLLER_CONFIG_DEFAULTS,
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
+    as_bool,
+)
 from controller.election import Elector
+from controller.leader_balance import LeaderBalancer
+from controller.partition_state_machine import PartitionStateMachine
 from controller.reassignment import ReassignmentManager
 from controller.topic_deletion import TopicDeletionManager
 from controller.zk_client import ControllerMovedError, KafkaZkClient
 from controller.zk_data import LeaderIsrAndControllerEpoch, ReplicaAssignment
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import new_response, request_type, response_type
+from protocol.messages import request_type
 from protocol.schema import Struct
 
 log = logging.getLogger(__name__)
@@ -63,25 +71,7 @@ __all__ = ["ELECTION_PREFERRED", "ELECTION_UNCLEAN", "KafkaController"]
 TopicPartition = tuple[str, int]
 ConfigGetter = Callable[[str], Any]
 
-ELECTION_PREFERRED = 0
-ELECTION_UNCLEAN = 1
-
 EPOCH_DURING_DELETE = -2
-
-# Broker-level defaults the controller reads through ``config_getter`` (Kafka's names and defaults).
-CONTROLLER_CONFIG_DEFAULTS: dict[str, Any] = {
-    "unclean.leader.election.enable": False,
-    "delete.topic.enable": True,
-    "auto.leader.rebalance.enable": True,
-    "leader.imbalance.per.broker.percentage": 10,
-    "leader.imbalance.check.interval.seconds": 300,
-}
-
-
-def _as_bool(v: Any) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() == "true"
-    return bool(v)
 
 
 @dataclass
@@ -138,6 +128,9 @@ class KafkaController:
         self._last_config_change: str | None = None
         self._generation = 0  # bumps on every failover/resignation: stale watches are ignored
         self.on_controller_change: list[Callable[[bool, int], Awaitable[None] | None]] = []
+        self.partition_state_machine = PartitionStateMachine(self)
+        self.alter_partition = AlterPartitionHandler(self)
+        self.leader_balance = LeaderBalancer(self)
         self.topic_deletion = TopicDeletionManager(self)
         self.reassignments = ReassignmentManager(self)
 
@@ -259,11 +252,11 @@ class KafkaController:
         if name == "resign":
             return self._resign_state()
         if name == "alter_partition":
-            return await self._process_alter_partition(ev.payload)
+            return await self.alter_partition.process_alter_partition(ev.payload)
         if name == "controlled_shutdown":
-            return await self._process_controlled_shutdown(*ev.payload)
+            return await self.leader_balance.process_controlled_shutdown(*ev.payload)
         if name == "elect_leaders":
-            return await self._process_elect_leaders(*ev.payload)
+            return await self.leader_balance.process_elect_leaders(*ev.payload)
         if name == "reassign":
             return await self.reassignments.process_reassignments(ev.payload, from_znode=False)
         if name == "list_reassignments":
@@ -292,7 +285,7 @@ class KafkaController:
         if name == "stop_replica_response":
             return await self.topic_deletion.on_stop_replica_response(*ev.payload)
         if name == "auto_rebalance":
-            return await self._process_auto_rebalance()
+            return await self.leader_balance.process_auto_rebalance()
         if name == "resume_deletion":
             return await self.topic_deletion.resume_deletions()
         log.debug("controller %d: ignoring event %s", self.broker_id, name)
@@ -395,7 +388,7 @@ class KafkaController:
             else:
                 ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
         self._flush_batch()
-        await self._trigger_online_partition_state_change()
+        await self.partition_state_machine.trigger_online_partition_state_change()
 
         # Topic deletions and notifications left from before.
         await self.topic_deletion.handle_deletion_requests(deletions)
@@ -410,8 +403,8 @@ class KafkaController:
                 await self.reassignments.maybe_complete_reassignment(tp)
         await self.reassignments.process_reassign_znode()
 
-        if _as_bool(self.config("auto.leader.rebalance.enable")):
-            self._rebalance_task = self.loop.create_task(self._rebalance_loop(self._generation),  # type: ignore[union-attr]
+        if as_bool(self.config("auto.leader.rebalance.enable")):
+            self._rebalance_task = self.loop.create_task(self.leader_balance.rebalance_loop(self._generation),  # type: ignore[union-attr]
                                                          name=f"controller-{self.broker_id}-rebalance")
         log.info("controller %d: failover done, epoch %d: %d brokers, %d topics, %d partitions (%d offline)",
                  self.broker_id, epoch, len(ctx.live_brokers), len(ctx.all_topics), len(ctx.assignments),
@@ -586,239 +579,6 @@ class KafkaController:
         return cb
 
     # ==========================================================================================
-    # Partition and replica state machines
-
-    def _unclean_enabled(self, topic_config: dict[str, str]) -> bool:
-        v = topic_config.get("unclean.leader.election.enable")
-        if v is None:
-            return _as_bool(self.config("unclean.leader.election.enable"))
-        return _as_bool(v)
-
-    async def _trigger_online_partition_state_change(self, partitions: Iterable[TopicPartition] | None = None,
-                                                     *, force_unclean: bool = False) -> dict[TopicPartition, int]:
-        """Move New/Offline partitions (not being deleted) online. Returns failures: partition -> error."""
-        ctx = self.context
-        if partitions is None:
-            candidates = [tp for tp in ctx.partitions_in_states(PartitionState.NEW, PartitionState.OFFLINE)
-                          if not ctx.is_topic_queued_for_deletion(tp[0])]
-        else:
-            candidates = [tp for tp in partitions
-                          if ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)]
-        if not candidates:
-            return {}
-        new = [tp for tp in candidates if tp not in ctx.leadership]
-        offline = [tp for tp in candidates if tp in ctx.leadership]
-        failures: dict[TopicPartition, int] = {}
-        if new:
-            failures.update(await self._initialize_leader_and_isr(new))
-        if offline:
-            ok, failed = await self._elect_leaders(offline, "offline", force_unclean=force_unclean)
-            for tp in ok:
-                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
-            for tp, code in failed.items():
-                ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
-                failures[tp] = code
-        return failures
-
-    async def _initialize_leader_and_isr(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """New -> Online: the first live assigned replica leads, the live replicas form the ISR."""
-        ctx = self.context
-        to_create: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        failures: dict[TopicPartition, int] = {}
-        for tp in partitions:
-            live = [r for r in ctx.replicas(tp) if ctx.is_replica_online(r, tp)]
-            if not live:
-                state_change_log.error("controller %d epoch %d failed to make %s-%d online: none of the assigned "
-                                       "replicas %s is alive", self.broker_id, ctx.epoch, tp[0], tp[1], ctx.replicas(tp))
-                failures[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-                continue
-            to_create[tp] = LeaderIsrAndControllerEpoch(leader=live[0], leader_epoch=zd.INITIAL_LEADER_EPOCH,
-                                                        isr=tuple(live), controller_epoch=ctx.epoch, zk_version=0)
-        if not to_create:
-            return failures
-        results = await self._zk(self.zk.create_partition_states, to_create, ctx.epoch_zk_version)
-        existing: list[TopicPartition] = []
-        for tp, r in results.items():
-            if isinstance(r, NodeExistsError):
-                existing.append(tp)
-            elif isinstance(r, Exception):
-                state_change_log.error("controller %d: creating state of %s-%d failed: %r", self.broker_id, tp[0],
-                                       tp[1], r)
-                failures[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-            else:
-                ctx.leadership[tp] = r
-                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
-                live = [x for x in ctx.replicas(tp) if ctx.is_replica_online(x, tp)]
-                self._add_leader_and_isr(live, tp, is_new=True)
-                self.stats.leader_elections += 1
-        if existing:
-            # A previous controller got this far already: take the state found and elect if needed.
-            states = await self._zk(self.zk.get_partition_states, existing)
-            for tp in existing:
-                st = states.get(tp)
-                if st is None:
-                    failures[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-                    continue
-                ctx.leadership[tp] = st
-                ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
-            failures.update(await self._trigger_online_partition_state_change(
-                [tp for tp in existing if tp in ctx.leadership]))
-        return failures
-
-    async def _elect_leaders(self, partitions: list[TopicPartition], strategy: str, *,
-                             force_unclean: bool = False) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch],
-                                                                   dict[TopicPartition, int]]:
-        """Elect with ``strategy`` ('offline', 'preferred', 'controlled_shutdown', 'reassign'): read the
-        current states, compute, write conditionally (retrying partitions whose znode moved), then
-        queue LeaderAndIsr for the live replicas. Returns (new states, failures -> error code)."""
-        ctx = self.context
-        done: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        failed: dict[TopicPartition, int] = {}
-        remaining = list(partitions)
-        topic_configs: dict[str, dict[str, str]] = {}
-        if strategy == "offline" and not force_unclean:
-            topic_configs = await self._zk(self.zk.get_topic_configs, sorted({t for t, _ in remaining}))
-        attempts = 0
-        while remaining:
-            attempts += 1
-            if attempts > 20:
-                for tp in remaining:
-                    failed[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-                break
-            states = await self._zk(self.zk.get_partition_states, remaining)
-            to_write: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-            results: dict[TopicPartition, le.ElectionResult] = {}
-            for tp in remaining:
-                st = states.get(tp)
-                if st is None:
-                    failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                if st.controller_epoch > ctx.epoch:
-                    raise ControllerMovedError(f"partition {tp} was written by controller epoch "
-                                               f"{st.controller_epoch} > {ctx.epoch}")
-                ctx.leadership[tp] = st
-                assignment = ctx.replicas(tp)
-                if strategy == "offline":
-                    unclean = force_unclean or self._unclean_enabled(topic_configs.get(tp[0], {}))
-                    res = le.elect_offline(tp, st, assignment, ctx.live_broker_ids, unclean)
-                elif strategy == "preferred":
-                    res = le.elect_preferred(tp, st, assignment, ctx.live_broker_ids)
-                elif strategy == "controlled_shutdown":
-                    res = le.elect_controlled_shutdown(tp, st, assignment, ctx.live_or_shutting_down_broker_ids,
-                                                       ctx.shutting_down_broker_ids)
-                elif strategy == "reassign":
-                    target = ctx.assignments[tp].target_replicas
-                    res = le.elect_for_reassignment(tp, st, target, ctx.live_broker_ids)
-                else:
-                    raise ValueError(strategy)
-                if res.new_state is None:
-                    failed[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if strategy == "preferred"
-                                  else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
-                    if strategy == "offline":
-                        state_change_log.error(
-                            "controller %d epoch %d: no leader for %s-%d: no live replica in ISR %s (assignment %s)%s",
-                            self.broker_id, ctx.epoch, tp[0], tp[1], list(st.isr), list(assignment),
-                            "" if self._unclean_enabled(topic_configs.get(tp[0], {})) or force_unclean
-                            else " and unclean leader election is disabled")
-                    continue
-                results[tp] = res
-                to_write[tp] = res.new_state.with_controller_epoch(ctx.epoch)
-            if not to_write:
-                break
-            upd = await self._zk(self.zk.update_partition_states, to_write, ctx.epoch_zk_version)
-            for tp, new_state in upd.finished.items():
-                res = results[tp]
-                ctx.leadership[tp] = new_state
-                done[tp] = new_state
-                self.stats.leader_elections += 1
-                if res.unclean:
-                    self.stats.unclean_leader_elections += 1
-                    log.warning("controller %d: UNCLEAN leader election for %s-%d: replica %d, not in ISR %s, "
-                                "leads now (leader epoch %d); records acknowledged by the old ISR may be lost",
-                                self.broker_id, tp[0], tp[1], new_state.leader, list(states[tp].isr),
-                                new_state.leader_epoch)
-                state_change_log.info("controller %d epoch %d elected leader %d for %s-%d (%s): leader epoch %d, "
-                                      "ISR %s, partition epoch %d", self.broker_id, ctx.epoch, new_state.leader,
-                                      tp[0], tp[1], strategy, new_state.leader_epoch, list(new_state.isr),
-                                      new_state.zk_version)
-                recipients = [r for r in res.live_replicas if r in ctx.live_brokers]
-                self._add_leader_and_isr(recipients, tp)
-            for tp, e in upd.failed.items():
-                log.error("controller %d: writing the state of %s-%d failed: %r", self.broker_id, tp[0], tp[1], e)
-                failed[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-            if upd.to_retry:
-                self.stats.zk_write_conflicts += len(upd.to_retry)
-            remaining = list(upd.to_retry)
-        return done, failed
-
-    async def _remove_replicas_from_isr(self, replicas: list[tuple[TopicPartition, int]]) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
-        """OfflineReplica: take each replica out of its partition's ISR (conditional writes, retried)."""
-        ctx = self.context
-        by_tp: dict[TopicPartition, list[int]] = {}
-        for tp, r in replicas:
-            by_tp.setdefault(tp, []).append(r)
-        done: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        remaining = list(by_tp)
-        for _ in range(20):
-            if not remaining:
-                break
-            states = await self._zk(self.zk.get_partition_states, remaining)
-            to_write: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-            for tp in remaining:
-                st = states.get(tp)
-                if st is None:
-                    continue
-                if st.controller_epoch > ctx.epoch:
-                    raise ControllerMovedError(f"partition {tp} written by a newer controller")
-                ctx.leadership[tp] = st
-                new = le.remove_replicas_from_isr(st, by_tp[tp])
-                if new is not None:
-                    to_write[tp] = new.with_controller_epoch(ctx.epoch)
-            if not to_write:
-                break
-            upd = await self._zk(self.zk.update_partition_states, to_write, ctx.epoch_zk_version)
-            for tp, st in upd.finished.items():
-                ctx.leadership[tp] = st
-                done[tp] = st
-                state_change_log.info("controller %d epoch %d removed %s from the ISR of %s-%d: leader %d, ISR %s, "
-                                      "leader epoch %d", self.broker_id, ctx.epoch, by_tp[tp], tp[0], tp[1], st.leader,
-                                      list(st.isr), st.leader_epoch)
-            for tp, e in upd.failed.items():
-                log.error("controller %d: shrinking the ISR of %s-%d failed: %r", self.broker_id, tp[0], tp[1], e)
-            remaining = list(upd.to_retry)
-        return done
-
-    async def _offline_replicas(self, replicas: list[tuple[TopicPartition, int]]) -> None:
-        """Replica state machine -> OfflineReplica."""
-        ctx = self.context
-        if not replicas:
-            return
-        for tp, r in replicas:
-            self._add_stop_replica([r], tp, False)
-        updated = await self._remove_replicas_from_isr(replicas)
-        offline_of: dict[TopicPartition, set[int]] = {}
-        for tp, r in replicas:
-            offline_of.setdefault(tp, set()).add(r)
-            ctx.set_replica_state(tp, r, ReplicaState.OFFLINE, check=False)
-        for tp in updated:
-            if ctx.is_topic_queued_for_deletion(tp[0]):
-                continue
-            recipients = [r for r in ctx.replicas(tp) if r not in offline_of[tp] and r in ctx.live_brokers]
-            self._add_leader_and_isr(recipients, tp)
-
-    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
-        ctx = self.context
-        for tp in partitions:
-            ctx.set_partition_state(tp, PartitionState.NEW, check=False)
-            for r in ctx.replicas(tp):
-                ctx.set_replica_state(tp, r, ReplicaState.NEW, check=False)
-        await self._initialize_leader_and_isr(sorted(partitions))
-        for tp in partitions:
-            for r in ctx.replicas(tp):
-                if ctx.is_replica_online(r, tp, include_shutting_down=True):
-                    ctx.set_replica_state(tp, r, ReplicaState.ONLINE, check=False)
-
-    # ==========================================================================================
     # Brokers
 
     async def _process_broker_change(self) -> None:
@@ -879,7 +639,7 @@ class KafkaController:
             self._add_update_metadata(ctx.live_or_shutting_down_broker_ids,
                                       [tp for tp, _ in replicas if tp in ctx.leadership])
         self._batch.full_leader_and_isr |= set(new_brokers)
-        await self._trigger_online_partition_state_change()
+        await self.partition_state_machine.trigger_online_partition_state_change()
         # Topic deletions waiting for these brokers may go on.
         waiting = {tp[0] for tp, _ in replicas if ctx.is_topic_queued_for_deletion(tp[0])}
         if waiting:
@@ -897,10 +657,10 @@ class KafkaController:
                           if st.leader in dead and not ctx.is_topic_queued_for_deletion(tp[0])]
         for tp in offline_leader:
             ctx.set_partition_state(tp, PartitionState.OFFLINE, check=False)
-        await self._trigger_online_partition_state_change()
+        await self.partition_state_machine.trigger_online_partition_state_change()
         replicas = ctx.replicas_on_brokers(dead)
         live_topic_replicas = [(tp, r) for tp, r in replicas if not ctx.is_topic_queued_for_deletion(tp[0])]
-        await self._offline_replicas(live_topic_replicas)
+        await self.partition_state_machine.offline_replicas(live_topic_replicas)
         deleting = {tp[0] for tp, _ in replicas if ctx.is_topic_queued_for_deletion(tp[0])}
         for tp, r in replicas:
             if tp[0] in deleting:
@@ -926,7 +686,7 @@ class KafkaController:
         partitions = [tp for t in loaded for tp in ctx.partitions_for_topic(t)]
         log.info("controller %d: new topics %s with %d partitions", self.broker_id, loaded, len(partitions))
         if partitions:
-            await self._on_new_partition_creation(partitions)
+            await self.partition_state_machine.on_new_partition_creation(partitions)
 
     async def _process_partition_modification(self, topic: str) -> None:
         ctx = self.context
@@ -947,7 +707,7 @@ class KafkaController:
         for p in added:
             ctx.assignments[(topic, p)] = ta.partitions[p]
         log.info("controller %d: topic %s gained partitions %s", self.broker_id, topic, added)
-        await self._on_new_partition_creation([(topic, p) for p in added])
+        await self.partition_state_machine.on_new_partition_creation([(topic, p) for p in added])
 
     # ------------------------------------------------------------------------------------------
     # ISR change notifications and config changes
@@ -989,296 +749,32 @@ class KafkaController:
         offline = [tp for tp in ctx.partitions_in_states(PartitionState.OFFLINE)
                    if (all_topics or tp[0] in topics) and not ctx.is_topic_queued_for_deletion(tp[0])]
         if offline:
-            await self._trigger_online_partition_state_change(offline)
+            await self.partition_state_machine.trigger_online_partition_state_change(offline)
 
     # ==========================================================================================
-    # AlterPartition
+    # AlterPartition (controller/alter_partition.py)
 
     async def handle_alter_partition(self, request: Struct) -> Struct:
-        """AlterPartition from a partition leader -> response body (for the broker's request handler)."""
-        if not self._active or self.loop is None:
-            return new_response(ApiKey.ALTER_PARTITION, error_code=ErrorCode.NOT_CONTROLLER)
-        fut = self._enqueue("alter_partition", request, want_result=True)
-        assert fut is not None
-        try:
-            return await fut
-        except ControllerMovedError:
-            return new_response(ApiKey.ALTER_PARTITION, error_code=ErrorCode.NOT_CONTROLLER)
-
-    async def _process_alter_partition(self, req: Struct) -> Struct:
-        ctx = self.context
-        resp_t = response_type(ApiKey.ALTER_PARTITION)
-        if not self._active:
-            return resp_t(error_code=ErrorCode.NOT_CONTROLLER)
-        self.stats.alter_partition_requests += 1
-        broker_id = req.broker_id
-        reg = ctx.live_brokers.get(broker_id)
-        if reg is None or (req.broker_epoch != -1 and req.broker_epoch != reg.broker_epoch):
-            return resp_t(error_code=ErrorCode.STALE_BROKER_EPOCH)
-        names = {tid: t for t, tid in ctx.topic_ids.items()}
-        results: dict[TopicPartition, tuple[int, LeaderIsrAndControllerEpoch | None]] = {}
-        order: list[tuple[uuid.UUID, list[tuple[int, TopicPartition | None]]]] = []
-        to_write: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for topic in req.topics:
-            topic_name = names.get(topic.topic_id)
-            rows: list[tuple[int, TopicPartition | None]] = []
-            order.append((topic.topic_id, rows))
-            for p in topic.partitions:
-                if topic_name is None:
-                    rows.append((p.partition_index, None))
-                    continue
-                tp = (topic_name, p.partition_index)
-                rows.append((p.partition_index, tp))
-                cur = ctx.leadership.get(tp)
-                if cur is None or tp not in ctx.assignments:
-                    results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-                    continue
-                new_isr = tuple(b.broker_id for b in p.new_isr_with_epochs)
-                proposed = LeaderIsrAndControllerEpoch(leader=cur.leader, leader_epoch=p.leader_epoch, isr=new_isr,
-                                                       leader_recovery_state=p.leader_recovery_state,
-                                                       controller_epoch=ctx.epoch, zk_version=p.partition_epoch)
-                if p.partition_epoch > cur.zk_version or p.leader_epoch > cur.leader_epoch:
-                    # The leader knows newer state than we do: we are likely not the controller any more.
-                    results[tp] = (ErrorCode.NOT_CONTROLLER, None)
-                elif p.leader_epoch < cur.leader_epoch:
-                    results[tp] = (ErrorCode.FENCED_LEADER_EPOCH, None)
-                elif proposed.same_state(cur):
-                    results[tp] = (ErrorCode.NONE, cur)  # already there (idempotent retry)
-                elif p.partition_epoch < cur.zk_version:
-                    results[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
-                elif p.leader_recovery_state == zd.LEADER_RECOVERY_RECOVERING and len(new_isr) > 1:
-                    results[tp] = (ErrorCode.INVALID_REQUEST, None)
-                elif (cur.leader_recovery_state == zd.LEADER_RECOVERY_RECOVERED
-                      and p.leader_recovery_state == zd.LEADER_RECOVERY_RECOVERING):
-                    results[tp] = (ErrorCode.INVALID_REQUEST, None)
-                elif not new_isr or cur.leader not in new_isr:
-                    results[tp] = (ErrorCode.INVALID_REQUEST, None)
-                else:
-                    live = ctx.live_broker_ids
-                    ineligible = [b for b in p.new_isr_with_epochs
-                                  if b.broker_id not in live
-                                  or (b.broker_epoch != -1 and b.broker_epoch != ctx.broker_epoch(b.broker_id))]
-                    if ineligible:
-                        log.info("controller %d: rejecting ISR %s for %s-%d: replicas %s are not eligible",
-                                 self.broker_id, list(new_isr), tp[0], tp[1], [b.broker_id for b in ineligible])
-                        results[tp] = (ErrorCode.INELIGIBLE_REPLICA, None)
-                    else:
-                        to_write[tp] = proposed
-        if to_write:
-            upd = await self._zk(self.zk.update_partition_states, to_write, ctx.epoch_zk_version)
-            for tp, st in upd.finished.items():
-                ctx.leadership[tp] = st
-                results[tp] = (ErrorCode.NONE, st)
-                state_change_log.info("controller %d epoch %d: ISR of %s-%d is now %s (leader %d, leader epoch %d, "
-                                      "partition epoch %d)", self.broker_id, ctx.epoch, tp[0], tp[1], list(st.isr),
-                                      st.leader, st.leader_epoch, st.zk_version)
-            for tp in upd.to_retry:
-                results[tp] = (ErrorCode.INVALID_UPDATE_VERSION, None)
-            for tp, e in upd.failed.items():
-                log.error("controller %d: AlterPartition write for %s-%d failed: %r", self.broker_id, tp[0], tp[1], e)
-                results[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
-            if upd.finished:
-                self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(upd.finished))
-                for tp in sorted(upd.finished):
-                    if tp in ctx.partitions_being_reassigned:
-                        await self.reassignments.maybe_complete_reassignment(tp)
-        topics_out = []
-        for topic_id, rows in order:
-            parts = []
-            for pidx, tp in rows:
-                if tp is None:
-                    parts.append(resp_t.PartitionData(partition_index=pidx, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                                                      leader_id=-1, leader_epoch=-1, isr=[], partition_epoch=-1))
-                    continue
-                code, st = results[tp]
-                if st is None:
-                    parts.append(resp_t.PartitionData(partition_index=pidx, error_code=code, leader_id=-1,
-                                                      leader_epoch=-1, isr=[], partition_epoch=-1))
-                else:
-                    parts.append(resp_t.PartitionData(partition_index=pidx, error_code=code, leader_id=st.leader,
-                                                      leader_epoch=st.leader_epoch, isr=list(st.isr),
-                                                      leader_recovery_state=st.leader_recovery_state,
-                                                      partition_epoch=st.zk_version))
-            topics_out.append(resp_t.TopicData(topic_id=topic_id, partitions=parts))
-        return resp_t(error_code=ErrorCode.NONE, topics=topics_out)
+        return await self.alter_partition.handle_alter_partition(request)
 
     # ==========================================================================================
-    # Controlled shutdown
+    # Controlled shutdown (controller/leader_balance.py)
 
     async def handle_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Struct:
-        """ControlledShutdown -> response body: leadership moves off ``broker_id``, which also leaves
-        the ISRs it follows; the response lists the partitions it still leads."""
-        if not self._active or self.loop is None:
-            return new_response(ApiKey.CONTROLLED_SHUTDOWN, error_code=ErrorCode.NOT_CONTROLLER)
-        fut = self._enqueue("controlled_shutdown", (broker_id, broker_epoch), want_result=True)
-        assert fut is not None
-        try:
-            return await fut
-        except ControllerMovedError:
-            return new_response(ApiKey.CONTROLLED_SHUTDOWN, error_code=ErrorCode.NOT_CONTROLLER)
-
-    async def _process_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Struct:
-        ctx = self.context
-        resp_t = response_type(ApiKey.CONTROLLED_SHUTDOWN)
-        if not self._active:
-            return resp_t(error_code=ErrorCode.NOT_CONTROLLER)
-        reg = ctx.live_brokers.get(broker_id)
-        if reg is None:
-            return resp_t(error_code=ErrorCode.BROKER_NOT_AVAILABLE)
-        if broker_epoch != -1 and broker_epoch < reg.broker_epoch:
-            return resp_t(error_code=ErrorCode.STALE_BROKER_EPOCH)
-        self.stats.controlled_shutdowns += 1
-        ctx.shutting_down_broker_ids.add(broker_id)
-        log.info("controller %d: controlled shutdown of broker %d; shutting down: %s", self.broker_id, broker_id,
-                 sorted(ctx.shutting_down_broker_ids))
-        act_on = [tp for tp in ctx.partitions_on_broker(broker_id)
-                  if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership
-                  and not ctx.is_topic_queued_for_deletion(tp[0])]
-        led = [tp for tp in act_on if ctx.leadership[tp].leader == broker_id]
-        followed = [tp for tp in act_on if ctx.leadership[tp].leader != broker_id]
-        if led:
-            ok, _failed = await self._elect_leaders(led, "controlled_shutdown")
-            for tp in ok:
-                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
-        if followed:
-            await self._offline_replicas([(tp, broker_id) for tp in followed])
-        remaining = sorted(tp for tp, st in ctx.leadership.items()
-                           if st.leader == broker_id and len(ctx.replicas(tp)) > 1
-                           and not ctx.is_topic_queued_for_deletion(tp[0]))
-        return resp_t(error_code=ErrorCode.NONE, remaining_partitions=[
-            resp_t.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining])
+        return await self.leader_balance.handle_controlled_shutdown(broker_id, broker_epoch)
 
     # ==========================================================================================
-    # Leader elections on request (ElectLeaders) and the preferred-leader balance check
+    # Leader elections on request (controller/leader_balance.py)
 
     async def elect_leaders(self, election_type: int = ELECTION_PREFERRED,
                             partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, tuple[int, str | None]]:
-        """Elect leaders for ``partitions`` (None: all). Result per partition: (error code, message).
-
-        PREFERRED: the first assigned replica leads if alive and in the ISR (ELECTION_NOT_NEEDED if
-        it leads already, PREFERRED_LEADER_NOT_AVAILABLE if it cannot). UNCLEAN: leaderless
-        partitions get any live replica (ELECTION_NOT_NEEDED where a leader is alive).
-        """
-        if not self._active or self.loop is None:
-            parts = list(partitions or [])
-            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in parts}
-        fut = self._enqueue("elect_leaders", (election_type, None if partitions is None else list(partitions)),
-                            want_result=True)
-        assert fut is not None
-        try:
-            return await fut
-        except ControllerMovedError:
-            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in (partitions or [])}
+        return await self.leader_balance.elect_leaders(election_type, partitions)
 
     async def handle_elect_leaders(self, request: Struct) -> Struct:
-        """ElectLeaders request body -> response body (v1+ layout; the handler encodes the version)."""
-        tps = None if request.topic_partitions is None else [
-            (t.topic, p) for t in request.topic_partitions for p in t.partitions]
-        results = await self.elect_leaders(request.election_type, tps)
-        resp_t = response_type(ApiKey.ELECT_LEADERS)
-        if not self._active and not results:
-            return resp_t(error_code=ErrorCode.NOT_CONTROLLER)
-        by_topic: dict[str, list[Struct]] = {}
-        for (t, p), (code, msg) in sorted(results.items()):
-            by_topic.setdefault(t, []).append(resp_t.PartitionResult(partition_id=p, error_code=code, error_message=msg))
-        return resp_t(error_code=ErrorCode.NONE, replica_election_results=[
-            resp_t.ReplicaElectionResult(topic=t, partition_result=pr) for t, pr in by_topic.items()])
-
-    async def _process_elect_leaders(self, election_type: int,
-                                     partitions: list[TopicPartition] | None) -> dict[TopicPartition, tuple[int, str | None]]:
-        ctx = self.context
-        if not self._active:
-            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in (partitions or [])}
-        if partitions is None:
-            partitions = ctx.all_partitions()
-        out: dict[TopicPartition, tuple[int, str | None]] = {}
-        valid: list[TopicPartition] = []
-        for tp in partitions:
-            if tp not in ctx.assignments:
-                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The partition {tp[0]}-{tp[1]} does not exist.")
-            elif ctx.is_topic_queued_for_deletion(tp[0]):
-                out[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted.")
-            else:
-                st = ctx.leadership.get(tp)
-                if election_type == ELECTION_PREFERRED:
-                    if st is not None and st.leader == ctx.replicas(tp)[0]:
-                        out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "Leader is already the preferred replica.")
-                        continue
-                elif election_type == ELECTION_UNCLEAN:
-                    if st is not None and st.leader in ctx.live_broker_ids:
-                        out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "The partition has a live leader.")
-                        continue
-                else:
-                    out[tp] = (ErrorCode.INVALID_REQUEST, f"Unknown election type {election_type}.")
-                    continue
-                if st is None:
-                    out[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "The partition has no state yet.")
-                    continue
-                valid.append(tp)
-        if valid:
-            if election_type == ELECTION_PREFERRED:
-                ok, failed = await self._elect_leaders(valid, "preferred")
-                self.stats.preferred_elections += len(ok)
-            else:
-                ok, failed = await self._elect_leaders(valid, "offline", force_unclean=True)
-            for tp in ok:
-                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
-                out[tp] = (ErrorCode.NONE, None)
-            for tp, code in failed.items():
-                msg = ("The preferred replica is not alive or not in the ISR." if code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                       else "No live replica can lead the partition." if code == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-                       else None)
-                out[tp] = (code, msg)
-        return out
-
-    async def _rebalance_loop(self, generation: int) -> None:
-        try:
-            while self._active and generation == self._generation:
-                interval = float(self.config("leader.imbalance.check.interval.seconds"))
-                await asyncio.sleep(max(0.05, interval))
-                if self._active and generation == self._generation:
-                    self._enqueue("auto_rebalance")
-        except asyncio.CancelledError:
-            pass
+        return await self.leader_balance.handle_elect_leaders(request)
 
     def imbalanced_partitions(self) -> dict[int, list[TopicPartition]]:
-        """Per preferred leader broker: partitions it should lead but does not (Kafka's check)."""
-        ctx = self.context
-        out: dict[int, list[TopicPartition]] = {}
-        for tp, a in ctx.assignments.items():
-            if not a.replicas or ctx.is_topic_queued_for_deletion(tp[0]) or tp in ctx.partitions_being_reassigned:
-                continue
-            st = ctx.leadership.get(tp)
-            if st is not None and st.leader != a.replicas[0]:
-                out.setdefault(a.replicas[0], []).append(tp)
-        return out
-
-    async def _process_auto_rebalance(self) -> None:
-        ctx = self.context
-        threshold = float(self.config("leader.imbalance.per.broker.percentage"))
-        per_broker_total: dict[int, int] = {}
-        for a in ctx.assignments.values():
-            if a.replicas:
-                per_broker_total[a.replicas[0]] = per_broker_total.get(a.replicas[0], 0) + 1
-        to_elect: list[TopicPartition] = []
-        for broker, tps in sorted(self.imbalanced_partitions().items()):
-            total = per_broker_total.get(broker, 0)
-            ratio = len(tps) / total if total else 0.0
-            if ratio * 100 <= threshold:
-                continue
-            if broker not in ctx.live_broker_ids:
-                continue
-            for tp in tps:
-                st = ctx.leadership.get(tp)
-                if st is not None and broker in st.isr:
-                    to_elect.append(tp)
-        if to_elect:
-            log.info("controller %d: preferred leader imbalance over %.0f%%: electing preferred leaders for %d "
-                     "partitions", self.broker_id, threshold, len(to_elect))
-            ok, _ = await self._elect_leaders(to_elect, "preferred")
-            self.stats.preferred_elections += len(ok)
-            for tp in ok:
-                ctx.set_partition_state(tp, PartitionState.ONLINE, check=False)
+        return self.leader_balance.imbalanced_partitions()
 
     # ==========================================================================================
     # Partition reassignment (controller/reassignment.py)

@@ -207,7 +207,7 @@ class ReassignmentManager:
                 ctx.set_replica_state(tp, r, ReplicaState.ONLINE, check=False)
             await self._bump_leader_epoch(tp, new.replicas)
         if dropped:
-            await self._ctl._offline_replicas([(tp, r) for r in dropped])
+            await self._ctl.partition_state_machine.offline_replicas([(tp, r) for r in dropped])
             for r in dropped:
                 self._ctl._add_stop_replica([r], tp, True)
                 ctx.set_replica_state(tp, r, ReplicaState.NON_EXISTENT, check=False)
@@ -225,7 +225,7 @@ class ReassignmentManager:
         removing = list(a.removing_replicas)
         final = ReplicaAssignment(tuple(target))
         if st.leader not in target or st.leader not in ctx.live_broker_ids:
-            ok, failed = await self._ctl._elect_leaders([tp], "reassign")
+            ok, failed = await self._ctl.partition_state_machine.elect_leaders([tp], "reassign")
             if failed:
                 log.warning("controller %d: reassignment of %s-%d waits: no target replica can lead yet",
                             self._ctl.broker_id, tp[0], tp[1])
@@ -234,7 +234,7 @@ class ReassignmentManager:
             await self._bump_leader_epoch(tp, target)
         ctx.assignments[tp] = final
         if removing:
-            await self._ctl._offline_replicas([(tp, r) for r in removing])
+            await self._ctl.partition_state_machine.offline_replicas([(tp, r) for r in removing])
             for r in removing:
                 self._ctl._add_stop_replica([r], tp, True)
                 ctx.set_replica_state(tp, r, ReplicaState.NON_EXISTENT, check=False)

@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from controller.context import PartitionState, ReplicaState
+from controller.controller_config import as_bool
 
 if TYPE_CHECKING:
     from controller.controller import KafkaController, TopicPartition
@@ -26,12 +27,6 @@ if TYPE_CHECKING:
 # The controller's logger: deletion is part of the controller's story in the broker log.
 log = logging.getLogger("controller.controller")
 
-
-def _as_bool(v: object) -> bool:
-    # Typed from the config registry, or a string from a plain properties mapping.
-    if isinstance(v, str):
-        return v.strip().lower() == "true"
-    return bool(v)
 
 
 class TopicDeletionManager:
@@ -56,7 +51,7 @@ class TopicDeletionManager:
         wanted = [t for t in topics if t in ctx.all_topics and t not in ctx.topics_to_delete]
         if not wanted:
             return
-        if not _as_bool(self._ctl.config("delete.topic.enable")):
+        if not as_bool(self._ctl.config("delete.topic.enable")):
             log.info("controller %d: removing deletion markers for %s: delete.topic.enable is false", self._ctl.broker_id,
                      wanted)
             await self._ctl._zk(self._ctl.zk.remove_topic_deletions, wanted, ctx.epoch_zk_version)
