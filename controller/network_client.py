@@ -185,14 +185,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         fut = await self.send(api_key, body, version=version)
         assert fut is not None
         t = self.settings.request_timeout_s if timeout is None else timeout
+        # A plain timer rather than asyncio.timeout/wait_for: this is on the replication hot path.
+        timer = self._loop.call_later(t, self._expire, fut, api_key, t)
         try:
-            async with asyncio.timeout(t):
-                return await asyncio.shield(fut)
-        except TimeoutError:
-            err = RequestTimeoutError(f"no response from {self.host}:{self.port} to api key {api_key} "
-                                      f"within {t:.1f}s")
-            self.close(err)
-            raise err from None
+            return await fut
+        finally:
+            timer.cancel()
+
+    def _expire(self, fut: asyncio.Future[Struct], api_key: int, t: float) -> None:
+        if fut.done():
+            return
+        err = RequestTimeoutError(f"no response from {self.host}:{self.port} to api key {api_key} within {t:.1f}s")
+        fut.set_exception(err)
+        self.close(err)  # responses still in the pipe would be matched to the wrong requests
 
     async def send(self, api_key: int, body: Struct, *, version: int | None = None,
                    expect_response: bool = True) -> asyncio.Future[Struct] | None:
