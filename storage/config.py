@@ -260,6 +260,20 @@ METADATA_VERSION = Check(
     "not a Kafka version such as 3.9 or 3.9-IV0",
     "[0.8.0, ..., 3.9-IV0]",
 )
+_HOST_CHARACTERS = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
+
+
+def _connection_overrides_ok(value: str) -> bool:
+    """``host:count,...`` as Kafka's Csv.parseCsvMap reads it (split at the last colon)."""
+    for item in (v.strip() for v in value.split(",") if v.strip()):
+        host, sep, count = item.rpartition(":")
+        if not sep or not _HOST_CHARACTERS.fullmatch(host.strip()) or not count.strip().lstrip("-").isdigit():
+            return False
+    return True
+
+
+CONNECTION_OVERRIDES = Check(_connection_overrides_ok, "must be a list of host:count pairs with valid host names",
+                             "host1:count1,host2:count2,...")
 # Kafka's gzip levels are java.util.zip.Deflater's: 1..9, or -1 for the library default.
 GZIP_LEVEL = Check(lambda v: v == -1 or 1 <= v <= 9, "must be between 1 and 9, or -1", "[1,...,9] or -1")
 
@@ -577,7 +591,7 @@ _broker("socket.listen.backlog.size", T.INT, 50, "Listen backlog of server socke
 _broker("max.connections.per.ip", T.INT, INT32_MAX, "Connections allowed from one IP address.",
         validator=at_least(0), mode=CW)
 _broker("max.connections.per.ip.overrides", T.STRING, "", "Per-host limits as host:count pairs, overriding max.connections.per.ip.",
-        mode=CW)
+        validator=CONNECTION_OVERRIDES, mode=CW)
 _broker("max.connections", T.INT, INT32_MAX, "Connections the broker accepts in total.", validator=at_least(0), mode=CW)
 _broker("max.connection.creation.rate", T.INT, INT32_MAX, "New connections per second the broker accepts.",
         validator=at_least(0), mode=CW)

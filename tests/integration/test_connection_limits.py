@@ -22,7 +22,7 @@ from protocol.api_versions import ApiKey
 from protocol.messages import decode_response, encode_request, new_request, request_type
 from tests.conftest import attach_cluster, shared_cluster
 from tests.integration.helpers import RawClient, create_topic, unique, wait_until
-from tests.ops.helpers import ok
+from tests.ops.helpers import fails, ok
 
 CLIENT_IP = "127.0.0.2"
 
@@ -136,6 +136,9 @@ def test_max_connections_per_ip_and_dynamic_overrides(cluster_factory: Callable[
         assert metric(b.metrics_url, refused_metric) >= 3
         log = b.log_text()
         assert log.count("Rejected connection from 127.0.0.2") <= 3, "a log line per refused connection"
+        # A malformed override is refused by AlterConfigs, as Kafka refuses it.
+        fails("configs", "--alter", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+              "--add-config", f"max.connections.per.ip.overrides={CLIENT_IP}", rc=1, match="INVALID_CONFIG")
     finally:
         for c in clients:
             c.close()
