@@ -111,7 +111,8 @@ class BrokerConnection:
         try:
             return self.sm.version(api_key)
         except NoCommonVersionError as e:
-            name = SUPPORTED[api_key][2] if api_key in SUPPORTED else str(api_key)  # type: ignore[comparison-overlap]
+            ours = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+            name = ours[2] if ours else str(api_key)
             raise WireError(f"UNSUPPORTED_VERSION: broker {self.host}:{self.port} ({name}): {e}") from None
 
     def supports(self, api_key: int) -> bool:
