@@ -4,8 +4,8 @@
 #
 #   bash deploy/local-images.sh            # installs what is missing, then builds (cached steps are skipped)
 #   export CONTAINERS_CONF=$PWD/deploy/containers.conf
-#   podman-compose -f docker-compose.yml -f deploy/compose.local.yml up -d \
-#       zookeeper broker-1 broker-2 broker-3 prometheus
+#   set -a && . deploy/local-images.env && set +a
+#   podman-compose -p kafkette up -d --no-build zookeeper broker-1 broker-2 broker-3 prometheus
 #
 # Steps:
 #   1. Debian's podman, podman-compose, runc, aardvark-dns and debootstrap, when missing (apt-get, as root);
