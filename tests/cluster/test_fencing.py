@@ -230,6 +230,7 @@ def _no_response(bootstrap: str, api_key: int, body: Any) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_control_plane_listener_serves_controller_requests_only_there(
         cluster_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
     import clients.devcluster as devcluster

@@ -258,7 +258,7 @@ def test_request_over_socket_request_max_bytes_closes_only_that_connection(broke
 
 
 def test_queued_max_requests_bounds_requests_in_flight(broker: Any) -> None:
-    """Four fetches that each wait 5 s in the fetch purgatory: two are read and parked, the other two
+    """Four fetches that each wait 2.5 s in the fetch purgatory: two are read and parked, the other two
     wait unread until a permit is free, and all four are answered."""
     topic = unique("queued")
     create_topic(broker.bootstrap, topic)
@@ -268,7 +268,7 @@ def test_queued_max_requests_bounds_requests_in_flight(broker: Any) -> None:
     clients = [Client(broker.bootstrap, timeout=60) for _ in range(4)]
     try:
         for c in clients:
-            body = new_request(ApiKey.FETCH, replica_id=-1, max_wait_ms=5000, min_bytes=1 << 20, max_bytes=1 << 20,
+            body = new_request(ApiKey.FETCH, replica_id=-1, max_wait_ms=2500, min_bytes=1 << 20, max_bytes=1 << 20,
                                isolation_level=0, session_id=0, session_epoch=-1, topics=[
                                    mt.FetchTopic(topic=topic, partitions=[mt.FetchPartition(
                                        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
