@@ -259,13 +259,20 @@ class ReplicaManager:
             after_max_ms=cfg.message_timestamp_after_max_ms, now_ms=now, compacted=cfg.compact,
             max_decompressed_bytes=max(cfg.max_message_bytes, self.config.get("fetch.max.bytes")),
             version=version)
-        if _validate_off_loop(records):
-            # Big batches: decompression runs without the GIL, and the record scan, which holds it,
-            # hands it back between pieces, so the loop never waits for a whole batch.
-            vb = await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(validate_produce_records, records, yield_gil=True, **kwargs))
-        else:
-            vb = validate_produce_records(records, **kwargs)
+        try:
+            if _validate_off_loop(records):
+                # Big batches: decompression runs without the GIL, and the record scan, which holds
+                # it, hands it back between pieces, so the loop never waits for a whole batch.
+                vb = await asyncio.get_running_loop().run_in_executor(
+                    None, functools.partial(validate_produce_records, records, yield_gil=True, **kwargs))
+            else:
+                vb = validate_produce_records(records, **kwargs)
+        except ValidationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a validator bug must cost one partition's answer, no more
+            # Kafka answers any unexpected failure of an append with UNKNOWN_SERVER_ERROR.
+            log.exception("validating a produce to %s-%s failed unexpectedly", tp[0], tp[1])
+            raise ValidationError(ErrorCode.UNKNOWN_SERVER_ERROR, f"unexpected {type(e).__name__}") from None
         target = needs_recompression(vb.batch, cfg.compression_type)
         if target is None and vb.needs_rebuild:
             # Inner offsets that do not run 0..n-1 in a batch Kafka meant to keep as it is: Kafka
