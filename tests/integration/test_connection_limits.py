@@ -386,3 +386,45 @@ def test_connection_quotas_per_ip_overrides_and_validation() -> None:
         limits(max_connections_per_ip_overrides="10.0.0.1")
     with pytest.raises(ConfigError, match="invalid addresses"):
         limits(max_connections_per_ip_overrides="no.such.host:1")
+
+
+def test_inter_broker_listener_is_protected_at_max_connections(cluster_factory: Callable[..., Any]) -> None:
+    """At max.connections, a connection on the inter-broker listener is still accepted, and the least
+    recently active connection of another listener is closed to make room (Kafka's ConnectionQuotas)."""
+    from clients.zookeeper_server import free_port
+
+    port, internal = free_port(), free_port()
+    cluster = cluster_factory(1, base_port=port, overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "max.connections": "6",
+    })
+    b = cluster.brokers[0]
+    clients: list[Client] = []
+    try:
+        blocked: Client | None = None
+        for _ in range(8):
+            c = Client(b.bootstrap, timeout=3.0)
+            try:
+                c.api_versions()
+                clients.append(c)
+            except TimeoutError:
+                blocked = c
+                break
+        assert blocked is not None and clients, f"{len(clients)} client connections served with max.connections=6"
+        for c in clients[1:]:
+            c.api_versions()  # clients[0] is now the least recently active one
+        inter_broker = Client(f"127.0.0.1:{internal}")
+        inter_broker.api_versions()  # accepted although the broker is full
+        clients.append(inter_broker)
+        assert not served(clients[0]), "the least recently active client connection was not closed"
+        for c in clients[1:]:
+            c.api_versions()
+        assert metric(b.metrics_url, 'kafka_server_socket_server_metrics_connections_refused_total'
+                                     '{listener="PLAINTEXT",reason="max.connections"}') == 1
+        blocked.close()
+    finally:
+        for c in clients:
+            c.close()
