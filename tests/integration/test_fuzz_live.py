@@ -1,7 +1,8 @@
 """Mutated real requests against a live broker, with a well-behaved producer and consumer beside it.
 
 1. Capture: kafka-python and confluent-kafka (librdkafka) run a short workload (admin, idempotent and
-   transactional produce, group consumption, offset commits) through a recording proxy: the broker
+   transactional produce, group consumption, offset commits), and the Java consumer reads a
+   partition, all through a recording proxy: the broker
    advertises the proxy's port, so every request those clients send passes through it and is kept
    (a few frames per API and version).
 2. Fuzz: the frames are mutated (bit flips, truncation, lying size prefixes, varint runs, array
@@ -208,6 +209,25 @@ def confluent_workload(bootstrap: str) -> None:
         f.result(30)
 
 
+def java_workload(bootstrap: str) -> None:
+    """The Java consumer (Apache Kafka 3.9.1's client) reads a partition to its end."""
+    from kafka import KafkaProducer
+
+    from tests.integration.read_to_end import java_read
+
+    topic = unique("fz-java")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(5):
+        producer.send(topic, f"j-{i}".encode(), partition=0).get(30)
+    producer.close()
+    assert len(java_read(bootstrap, topic, 0)) == 5
+
+
+def client_id(payload: bytes) -> str:
+    (n,) = struct.unpack_from(">h", payload, 8)
+    return payload[10:10 + n].decode(errors="replace") if n >= 0 else ""
+
+
 # ------------------------------------------------------------------------------------------------
 # Mutations
 
@@ -407,7 +427,12 @@ def test_fuzzed_requests_do_not_hurt_the_broker_or_other_clients(fuzz_broker: tu
 
     kafka_python_workload(via_proxy)
     confluent_workload(via_proxy)
+    java_workload(via_proxy)
     corpus = [(key, f) for key, frames in sorted(proxy.frames.items()) for f in frames]
+    client_ids = sorted({client_id(f) for _key, f in corpus})
+    print(f"client ids: {', '.join(client_ids)}")
+    for library in ("kafka-python", "rdkafka", "consumer-"):  # the last is the Java consumer's default id
+        assert any(c.startswith(library) for c in client_ids), f"no request from {library} captured"
     apis = sorted({ApiKey(k).name for (k, _v), _f in corpus if k in ApiKey._value2member_map_})
     print(f"\ncaptured {len(corpus)} frames of {len(proxy.frames)} API versions: {', '.join(apis)}")
     for must in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.JOIN_GROUP, ApiKey.OFFSET_COMMIT,
