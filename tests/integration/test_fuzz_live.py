@@ -2,9 +2,8 @@
 
 1. Capture: kafka-python and confluent-kafka (librdkafka) run a short workload (admin, idempotent and
    transactional produce, group consumption, offset commits), and the Java consumer reads a
-   partition, all through a recording proxy: the broker
-   advertises the proxy's port, so every request those clients send passes through it and is kept
-   (a few frames per API and version).
+   partition, all through a recording proxy: the broker advertises the proxy's port, so every
+   request those clients send passes through it and is kept (a few frames per API and version).
 2. Fuzz: the frames are mutated (bit flips, truncation, lying size prefixes, varint runs, array
    counts, random versions, inserted and deleted bytes) with a fixed seed and fired at the broker's
    own port, many connections at a time, each sent and half-closed, in two identical passes (the
