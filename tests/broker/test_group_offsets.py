@@ -43,13 +43,28 @@ class Clock:
         return self.now
 
 
+class _StampedTimers(ManualClock):
+    """Timers that fire only when advanced, with timestamps from the test's ``Clock``: moving the
+    commit clock by minutes (offset expiry) must not expire sessions along the way."""
+
+    def __init__(self, stamps: Clock) -> None:
+        super().__init__()
+        self._stamps = stamps
+
+    def now_ms(self) -> int:
+        return self._stamps()
+
+
 def _coordinator(log: MemoryOffsetsLog, clock: Clock | None = None, *, timers: ManualClock | None = None,
                  **cfg: Any) -> GroupCoordinator:
-    """``clock`` sets commit timestamps only; ``timers`` (a ``ManualClock``) replaces time and timers."""
+    """``clock`` sets commit timestamps; ``timers`` (a ``ManualClock``) replaces time and timers.
+    Without ``timers`` no timer fires at all (no wall-clock session expiring under a slow test)."""
     settings = dict(FAST)
     settings.update(cfg)
+    if timers is None:
+        timers = _StampedTimers(clock or Clock())
     return GroupCoordinator(log, GroupCoordinatorConfig.from_config(settings), num_partitions=3,
-                            time_ms=clock, clock=timers, topic_exists=lambda t, p: t != "missing")
+                            clock=timers, topic_exists=lambda t, p: t != "missing")
 
 
 async def _all_loaded(coord: GroupCoordinator) -> GroupCoordinator:
