@@ -116,7 +116,12 @@ def register(broker: Broker) -> None:
         async with state.lock:
             err = await state.check("LeaderAndIsr", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
-                return _LAI(error_code=err)
+                # Kafka's LeaderAndIsrRequest.getErrorResponse: the error for every partition too.
+                return _LAI(error_code=err, topics=[
+                    _LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=[
+                        _LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=err)
+                        for ps in ts.partition_states])
+                    for ts in b.topic_states])
             state.accept(b.controller_id, b.controller_epoch)
             return await _leader_and_isr(b)
 

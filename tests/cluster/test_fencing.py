@@ -188,6 +188,8 @@ def test_forged_controller_requests_are_refused_and_change_nothing(cluster: Any)
                     resp = send_forged(b.bootstrap, api_key, build(topic, 0, tid, controller_id=controller,
                                                                    **epochs_kw))
                     assert resp.error_code == want, f"{name} with a {case} to broker {b.broker_id}: {resp}"
+                    if api_key == ApiKey.LEADER_AND_ISR:  # as Kafka: the error for each partition too
+                        assert [p.error_code for t in resp.topics for p in t.partition_errors] == [want]
 
         # Nothing moved: the logs are where they were (none renamed for deletion), the data reads back.
         assert partition_dirs(cluster, topic) == dirs_before
