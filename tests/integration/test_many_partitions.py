@@ -44,7 +44,11 @@ def test_two_thousand_partitions_restart_under_a_low_open_files_limit(cluster_fa
     cluster = cluster_factory(1, overrides=FAST)
     fleet = _fleet(cluster, 2000, 1, timeout=120)
     _run_restarts(cluster, fleet, 0, [("clean", 4096), ("kill", 4096)], timeout=120)
-    assert pf.open_fds(cluster.brokers[0]) < 4096
+    broker = cluster.brokers[0]
+    assert pf.open_fds(broker) < 4096
+    # The broker said at start, once and with its numbers, that the limit is tight.
+    warning = [line for line in broker.log_text().splitlines() if "open files limit 4096 is below" in line]
+    assert len(warning) == 2 and "2000 partitions" in warning[-1], warning
 
 
 @pytest.mark.slow
