@@ -88,7 +88,7 @@ def test_log_append_time_everywhere(cluster: Any) -> None:
             assert ts_type == "LogAppendTime", (client, offset, ts_type)
             assert ts == appended[offset], (client, offset, ts, appended)
 
-    with RawClient(bootstrap) as raw:
+    with RawClient(_leader_bootstrap(cluster, topic)) as raw:
         # The time index holds the append times: the first record at or after `before` is offset 0,
         # and nothing is at or after a moment past the last append.
         assert raw.list_offset(topic, 0, timestamp=before) == 0
@@ -103,6 +103,13 @@ def test_log_append_time_everywhere(cluster: Any) -> None:
                f"{survivor.broker_id} leading {topic}")
     rows = READERS["kafka-python"](survivor.bootstrap, topic, 0)
     assert [(r[0], r[1], r[2]) for r in rows] == [(o, "LogAppendTime", appended[o]) for o in range(6)]
+
+
+def _leader_bootstrap(cluster: Any, topic: str) -> str:
+    """The address of the broker leading partition 0 of ``topic`` (ListOffsets goes to the leader)."""
+    running = next(b for b in cluster.brokers if b.running)
+    leader = _leader_of(running.bootstrap, topic)
+    return next(b.bootstrap for b in cluster.brokers if b.broker_id == leader)
 
 
 def _leader_of(bootstrap: str, topic: str) -> int:
@@ -129,10 +136,11 @@ def test_time_retention_goes_by_log_append_time(cluster: Any) -> None:
     _create(bootstrap, log_append, 1, {"retention.ms": hour, "message.timestamp.type": "LogAppendTime"})
     _produce_ancient(bootstrap, create_time)
     _produce_ancient(bootstrap, log_append)
-    with RawClient(bootstrap) as raw:
+    with RawClient(_leader_bootstrap(cluster, create_time)) as raw:
         # CreateTime: 1970 is more than an hour ago, so retention deletes the records.
         wait_until(lambda: raw.list_offset(create_time, 0, timestamp=-2) == 6, 30,
                    f"retention deleting {create_time}")
+    with RawClient(_leader_bootstrap(cluster, log_append)) as raw:
         # The same records stamped with their append time are younger than an hour: kept.
         assert raw.list_offset(log_append, 0, timestamp=-2) == 0
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
@@ -143,6 +151,6 @@ def test_time_retention_goes_by_log_append_time(cluster: Any) -> None:
                                             configs={"retention.ms": "1", "message.timestamp.type": "LogAppendTime"})])
     finally:
         admin.close()
-    with RawClient(bootstrap) as raw:
+    with RawClient(_leader_bootstrap(cluster, log_append)) as raw:
         # A millisecond of retention: the append times are now old enough, and retention goes by them.
         wait_until(lambda: raw.list_offset(log_append, 0, timestamp=-2) == 6, 30, f"retention deleting {log_append}")
