@@ -28,7 +28,7 @@ import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +82,15 @@ def local_image_env() -> dict[str, str]:
 class Stack:
     env: dict[str, str]
     ports: dict[str, int]
-    notes: list[str] = field(default_factory=list)
+    project: str = PROJECT
+    files: tuple[str, ...] = ("docker-compose.yml",)
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"localhost:{self.ports[b]}" for b in BROKERS)
 
     def container(self, service: str) -> str:
-        return f"{PROJECT}_{service}_1"
+        return f"{self.project}_{service}_1"
 
     def run(self, *cmd: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(cmd, env=self.env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
@@ -102,8 +103,8 @@ class Stack:
 
     def compose(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         # podman-compose 1.0 exits 0 whatever podman said; the tests check the containers themselves.
-        return self.run("podman-compose", "-p", PROJECT, "-f", str(REPO / "docker-compose.yml"), *args,
-                        timeout=timeout)
+        files = [arg for f in self.files for arg in ("-f", str(REPO / f))]
+        return self.run("podman-compose", "-p", self.project, *files, *args, timeout=timeout)
 
     def up(self, *services: str) -> None:
         self.compose("up", "-d", "--no-build", *services)
@@ -131,7 +132,7 @@ class Stack:
         return proc.stdout + proc.stderr
 
     def project_ids(self, kind: str) -> list[str]:
-        label = f"label=io.podman.compose.project={PROJECT}"
+        label = f"label=io.podman.compose.project={self.project}"
         if kind == "container":
             out = self.podman("ps", "-a", "-q", "--filter", label, check=False).stdout
         else:
@@ -140,6 +141,10 @@ class Stack:
 
     def remove_everything(self) -> None:
         """Containers, volumes and the network of the project, whatever state they are in."""
+        # Brokers before ZooKeeper, the way a stack stops cleanly (the last broker's controlled shutdown
+        # needs ZooKeeper); then down, which stops what is left and removes containers and volumes.
+        for svc in ("spark", "prometheus", *reversed(BROKERS)):
+            self.podman("stop", self.container(svc), check=False, timeout=120)
         with contextlib.suppress(Exception):
             self.compose("down", "-v", "-t", "30", timeout=300)
         ids = self.project_ids("container")
@@ -148,35 +153,77 @@ class Stack:
         vols = self.project_ids("volume")
         if vols:
             self.podman("volume", "rm", "-f", *vols, check=False)
-        self.podman("network", "rm", "-f", f"{PROJECT}_default", check=False)
+        self.podman("network", "rm", "-f", f"{self.project}_default", check=False)
+
+
+def new_stack(project: str, *files: str) -> Stack:
+    """Host ports below 32768, free now, and the local images' names, as the compose file's variables."""
+    ports = dict(zip((*BROKERS, "broker-1-metrics", "broker-2-metrics", "broker-3-metrics", "zookeeper",
+                      "prometheus", "grafana"), free_low_ports(9), strict=True))
+    env = {**os.environ, **local_image_env(), "CONTAINERS_CONF": str(REPO / "deploy/containers.conf"),
+           "KAFKETTE_ZOOKEEPER_PORT": str(ports["zookeeper"]),
+           "KAFKETTE_PROMETHEUS_PORT": str(ports["prometheus"]),
+           "KAFKETTE_GRAFANA_PORT": str(ports["grafana"])}
+    for i, b in enumerate(BROKERS, 1):
+        env[f"KAFKETTE_BROKER_{i}_PORT"] = str(ports[b])
+        env[f"KAFKETTE_BROKER_{i}_METRICS_PORT"] = str(ports[f"{b}-metrics"])
+    return Stack(env, ports, project, ("docker-compose.yml", *files))
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
+def images() -> Iterator[None]:
+    """The images (the Debian base once from its cached tar, then podman's layer cache), and this
+    machine's compose-test lock held for the module."""
     cache = REPO / ".cache" / "containers"
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".compose-test.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one compose test per machine at a time
-        ports = dict(zip((*BROKERS, "broker-1-metrics", "broker-2-metrics", "broker-3-metrics", "zookeeper",
-                          "prometheus", "grafana"), free_low_ports(9), strict=True))
-        env = {**os.environ, **local_image_env(), "CONTAINERS_CONF": str(REPO / "deploy/containers.conf"),
-               "KAFKETTE_ZOOKEEPER_PORT": str(ports["zookeeper"]),
-               "KAFKETTE_PROMETHEUS_PORT": str(ports["prometheus"]),
-               "KAFKETTE_GRAFANA_PORT": str(ports["grafana"])}
-        for i, b in enumerate(BROKERS, 1):
-            env[f"KAFKETTE_BROKER_{i}_PORT"] = str(ports[b])
-            env[f"KAFKETTE_BROKER_{i}_METRICS_PORT"] = str(ports[f"{b}-metrics"])
-        st = Stack(env, ports)
-        # The images: the Debian base once (cached tar), then podman's layer cache.
-        build = st.run("bash", str(REPO / "deploy/local-images.sh"), timeout=3000)
-        st.notes.append(build.stderr[-2000:])
-        st.remove_everything()  # what an interrupted earlier run may have left
-        try:
-            st.up(*CORE)
-            st.wait_healthy(CORE)
-            yield st
-        finally:
-            st.remove_everything()
+        new_stack(PROJECT).run("bash", str(REPO / "deploy/local-images.sh"), timeout=3000)
+        yield
+
+
+@pytest.fixture(scope="module")
+def stack(images: None) -> Iterator[Stack]:
+    st = new_stack(PROJECT)
+    st.remove_everything()  # what an interrupted earlier run may have left
+    try:
+        st.up(*CORE)
+        st.wait_healthy(CORE)
+        yield st
+    finally:
+        st.remove_everything()
+
+
+def test_zookeeper_ensemble_override(images: None) -> None:
+    """deploy/compose.zk-ensemble.yml: three ZooKeeper servers form a quorum; the brokers keep working
+    with the quorum's leader stopped. (Runs before the main stack, on a project of its own.)"""
+    st = new_stack(f"{PROJECT}zk", "deploy/compose.zk-ensemble.yml")
+    zks = ("zookeeper", "zookeeper-2", "zookeeper-3")
+    st.remove_everything()
+    try:
+        st.up(*zks, *BROKERS)
+        st.wait_healthy((*zks, *BROKERS))
+
+        def modes() -> dict[str, str]:
+            out = {}
+            for z in zks:
+                status = st.podman("exec", st.container(z), "zkServer.sh", "status", check=False).stdout
+                m = re.search(r"^Mode: (\w+)", status, re.M)
+                out[z] = m.group(1) if m else ""
+            return out
+
+        got = wait_until(lambda: (lambda m: m if sorted(m.values()) == ["follower", "follower", "leader"] else None)(
+            modes()), 60, "one leader and two followers")
+        leader = next(z for z, mode in got.items() if mode == "leader")
+        connect = st.podman("exec", st.container("broker-1"), "grep", "^zookeeper.connect=",
+                            "/var/lib/kafkette/server.properties").stdout
+        assert connect.strip().endswith("zookeeper:2181,zookeeper-2:2181,zookeeper-3:2181/kafkette")
+        st.podman("stop", st.container(leader))
+        with Admin(st.bootstrap) as admin:
+            admin.create_topic(unique("ensemble"), partitions=3, replication=3)  # needs ZooKeeper writes
+        assert sorted(m for z, m in modes().items() if z != leader) == ["follower", "leader"]
+    finally:
+        st.remove_everything()
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -208,6 +255,48 @@ def test_broker_runs_as_non_root_with_owned_data_dirs(stack: Stack) -> None:
         assert owner.split()[0] == "kafkette:kafkette", owner
         meta = stack.podman("exec", stack.container(b), "stat", "-c", "%U", "/var/lib/kafkette/data/meta.properties")
         assert meta.stdout.strip() == "kafkette"
+
+
+def test_started_as_root_the_broker_drops_to_kafkette_and_owns_its_data(stack: Stack) -> None:
+    """`user: root` with a volume that root owns: the entrypoint hands the data dir to kafkette, drops to
+    it, and the broker joins the cluster (a fourth broker, on the stack's network)."""
+    volume = f"{stack.project}_root-started-data"
+    name = f"{stack.project}_root-started"
+    net = f"{stack.project}_default"
+    try:
+        stack.podman("volume", "create", "--label", f"io.podman.compose.project={stack.project}", volume)
+        stack.podman("run", "--rm", "--user", "root", "--entrypoint", "sh", "-v", f"{volume}:/var/lib/kafkette",
+                     "localhost/kafkette:latest", "-c", "mkdir -p /var/lib/kafkette/data && chown -R root:root "
+                     "/var/lib/kafkette && chmod 700 /var/lib/kafkette/data")
+        env = ["-e", "KAFKA_BROKER_ID=4", "-e", "KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181/kafkette",
+               "-e", "KAFKA_LISTENERS=INTERNAL://0.0.0.0:19092", "-e", f"KAFKA_ADVERTISED_LISTENERS=INTERNAL://{name}:19092",
+               "-e", "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=INTERNAL:PLAINTEXT",
+               "-e", "KAFKA_INTER_BROKER_LISTENER_NAME=INTERNAL", "-e", "KAFKA_LOG_DIRS=/var/lib/kafkette/data"]
+        stack.podman("run", "-d", "--name", name, "--user", "root", "--net", net, "--network-alias", name,
+                     "--label", f"io.podman.compose.project={stack.project}", *env,
+                     "-v", f"{volume}:/var/lib/kafkette", "localhost/kafkette:latest")
+        # Registered in ZooKeeper (host clients do not see it: it has no EXTERNAL listener).
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=f"127.0.0.1:{stack.ports['zookeeper']}")
+        zk.start(timeout=30)
+        try:
+            wait_until(lambda: "4" in zk.get_children("/kafkette/brokers/ids"), 90,
+                       lambda: f"broker 4 registered; log:\n{stack.podman('logs', name, check=False).stderr[-3000:]}",
+                       interval=1)
+        finally:
+            zk.stop()
+            zk.close()
+        status = stack.podman("exec", name, "cat", "/proc/1/status").stdout
+        assert re.search(r"^Uid:\s+1000\s+1000", status, re.M), status
+        owner = stack.podman("exec", name, "stat", "-c", "%U", "/var/lib/kafkette/data",
+                             "/var/lib/kafkette/data/meta.properties").stdout.split()
+        assert owner == ["kafkette", "kafkette"]
+        stack.podman("stop", name, timeout=120)
+        assert stack.podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip() == "0"
+    finally:
+        stack.podman("rm", "-f", "-v", name, check=False)
+        stack.podman("volume", "rm", "-f", volume, check=False)
 
 
 def test_every_service_is_healthy(stack: Stack) -> None:
@@ -372,7 +461,7 @@ def test_down_then_up_keeps_the_data(stack: Stack) -> None:
     stack.compose("down", "-t", "30")
     assert stack.project_ids("container") == []
     volumes = set(stack.project_ids("volume"))
-    assert {f"{PROJECT}_{b}-data" for b in BROKERS} <= volumes
+    assert {f"{stack.project}_{b}-data" for b in BROKERS} <= volumes
     stack.up(*CORE)
     stack.wait_healthy(CORE)
     with Admin(stack.bootstrap) as admin:
