@@ -92,7 +92,7 @@ def scan_records(
             start = pos
             b = buf[pos]
             if b < 0x80:
-                size = (b >> 1) ^ -(b & 1)
+                size = b >> 1 if not b & 1 else -((b + 1) >> 1)
                 pos += 1
             else:
                 try:
@@ -132,7 +132,7 @@ def scan_records(
                 ts, pos = read(buf, pos + 1, 10)
             b = buf[pos]
             if b < 0x80:
-                if (b >> 1) ^ -(b & 1) != index:
+                if b != index << 1:  # zigzag(index) for a non-negative index
                     consecutive = False
                 pos += 1
             else:
@@ -163,16 +163,16 @@ def scan_records(
                     first_keyless = index
             b = buf[pos]
             if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
+                if not b & 1:  # odd: a negative length, a null value
+                    pos += b >> 1
                 pos += 1
             elif buf[pos + 1] < 0x80:
                 n = (b & 0x7F) | (buf[pos + 1] << 7)
-                n = (n >> 1) ^ -(n & 1)
-                pos += 2
+                pos += 2 if n & 1 else 2 + (n >> 1)
             else:
                 n, pos = read(buf, pos, 5)
-            if n > 0:
-                pos += n
+                if n > 0:
+                    pos += n
             b = buf[pos]
             if b == 0:
                 pos += 1
