@@ -43,6 +43,9 @@ _SIZE = struct.Struct(">i")
 _READ_BUFFER = 4096
 # A request still being handled after this long has its connection watched for the client leaving.
 _WATCH_PEER_AFTER_S = 1.0
+# Requests whose handlers only wait once they have done their work (produce: appended, waiting for
+# acks=all; fetch: waiting for bytes), so dropping them when their client leaves changes nothing.
+_CANCELLABLE_WHILE_PENDING = frozenset({0, 1})  # Produce, Fetch
 
 # What a handler returns: wire parts (bytes/memoryview/FileRegion), or None for "no response".
 Parts = Sequence[bytes | bytearray | memoryview | FileRegion]
@@ -94,6 +97,8 @@ class Connection:
         self.last_active = time.monotonic()  # last byte received or sent (idle expiry, LRU closing)
         self.close_reason: str | None = None  # set by whoever closes it from outside (metrics, logs)
         self._watching = False  # watching the socket for the client leaving during a long request
+        self._permit: int | None = None  # size of the request permit held, while one is
+        self._api_key = -1  # of the request being handled
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -235,6 +240,8 @@ class Connection:
             while True:
                 frame = await self.read_frame()
                 size = len(frame)
+                self._permit = size
+                self._api_key = int.from_bytes(frame[:2], "big", signed=True) if size >= 2 else -1
                 # A request that takes long (parked in a purgatory) must not outlive its client: it
                 # holds a request permit, so an abandoned one would block everybody's requests.
                 watch = self.loop.call_later(_WATCH_PEER_AFTER_S, self._watch_peer)
@@ -255,7 +262,7 @@ class Connection:
                     self.stats.requests += 1
                     self.stats.busy_s += time.monotonic() - started
                 finally:
-                    self.permits.release(size)
+                    self._release_permit()
         except ConnectionClosed as e:
             if e.mid_request:
                 log.info("connection from %s lost in the middle of a request: %s", self.peer, e)
@@ -303,8 +310,19 @@ class Connection:
         except OSError:
             gone = True
         self._unwatch_peer()
-        if gone:
+        if not gone:
+            return
+        if self._api_key in _CANCELLABLE_WHILE_PENDING:
             self.close("client gone while its request was pending")
+        else:
+            # Handlers that change state (groups, transactions, topics, controller requests) run to
+            # their end, as in Kafka, whose answer simply goes nowhere; only the permit comes back now.
+            self._release_permit()
+
+    def _release_permit(self) -> None:
+        if self._permit is not None:
+            self.permits.release(self._permit)
+            self._permit = None
 
     def close(self, reason: str | None = None) -> None:
         """Close the connection. From outside its serve() task (broker shutdown), the task is cancelled

@@ -428,3 +428,54 @@ def test_inter_broker_listener_is_protected_at_max_connections(cluster_factory: 
     finally:
         for c in clients:
             c.close()
+
+
+def _join(c: Client, group: str, member_id: str = "") -> Any:
+    mt = request_type(ApiKey.JOIN_GROUP)
+    return c.request(ApiKey.JOIN_GROUP, 5, group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=600_000,
+                     member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                     protocols=[mt.JoinGroupRequestProtocol(name="range", metadata=b"")])
+
+
+def test_abandoned_join_group_runs_on_but_gives_its_permit_back(broker: Any) -> None:
+    """A JoinGroup parks until the group's other member rejoins (up to its rebalance timeout, ten
+    minutes here). Its client leaving does not cut the group coordinator short, but the request
+    permit comes back: two such abandoned joins do not lock everybody else out."""
+    group = unique("abandoned-join")
+    url = broker.metrics_url
+    leader = Client(broker.bootstrap, timeout=30)
+    try:
+        # The single broker is the coordinator once __consumer_offsets exists and is loaded.
+        def coordinator_join() -> Any:
+            leader.request(ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[group])  # creates the topic
+            r = _join(leader, group)
+            return r if r.error_code not in (14, 15, 16) else None
+
+        first = wait_until(coordinator_join, 60, "the group coordinator", interval=0.5)
+        assert first.error_code == 79, first  # MEMBER_ID_REQUIRED (KIP-394)
+        joined = _join(leader, group, first.member_id)
+        assert joined.error_code == 0, joined
+        mt = request_type(ApiKey.SYNC_GROUP)
+        synced = leader.request(ApiKey.SYNC_GROUP, 3, group_id=group, generation_id=joined.generation_id,
+                                member_id=joined.member_id, group_instance_id=None, assignments=[
+                                    mt.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")])
+        assert synced.error_code == 0, synced
+        for _ in range(2):
+            newcomer = Client(broker.bootstrap, timeout=30)
+            required = _join(newcomer, group)
+            assert required.error_code == 79, required
+            mt_join = request_type(ApiKey.JOIN_GROUP)
+            newcomer.send_frame(encode_request(ApiKey.JOIN_GROUP, 5, 99, "limits", new_request(
+                ApiKey.JOIN_GROUP, group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=600_000,
+                member_id=required.member_id, group_instance_id=None, protocol_type="consumer",
+                protocols=[mt_join.JoinGroupRequestProtocol(name="range", metadata=b"")])))
+            wait_until(lambda: metric(url, "kafka_network_requestchannel_requestqueuesize") >= 1, 30,
+                       "a parked JoinGroup")
+            newcomer.close()
+            wait_until(lambda: metric(url, "kafka_network_requestchannel_requestqueuesize") == 0, 30,
+                       "the abandoned JoinGroup's permit")
+        bystander = Client(broker.bootstrap, timeout=30)
+        bystander.api_versions()
+        bystander.close()
+    finally:
+        leader.close()
