@@ -13,6 +13,7 @@ from __future__ import annotations
 import configparser
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -314,3 +315,24 @@ def test_kubernetes_manifests() -> None:
     assert "KAFKA_BROKER_ID" in script and sts["spec"]["serviceName"] in script
     ports = {p["containerPort"] for p in container["ports"]}
     assert ports == {9092, 9404} and env["KAFKA_METRICS_PORT"] == "9404"
+
+
+def test_entrypoint_refuses_a_log_dir_it_cannot_write() -> None:
+    """Started as a non-root user, the entrypoint checks its log dirs before starting the broker."""
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="kafkette-entrypoint-"))
+    try:
+        work.chmod(0o777)  # the unprivileged user writes the rendered config here
+        env = {"PATH": os.environ["PATH"], "KAFKETTE_BASE_CONFIG": str(work / "none"),
+               "KAFKETTE_CONFIG": str(work / "server.properties"), "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
+               "KAFKA_LOG_DIRS": f"{work}/data,/proc/kafkette-not-writable"}
+        cmd = ["bash", str(ENTRYPOINT)]
+        if os.geteuid() == 0:  # as root the entrypoint would take over the dirs: run it as nobody
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "log dir /proc/kafkette-not-writable is not writable" in r.stderr
+        assert (work / "data").is_dir()  # the writable one was created
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
