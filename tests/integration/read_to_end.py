@@ -78,17 +78,24 @@ def confluent_read(bootstrap: str, topic: str, partition: int, timeout: float = 
 
 
 def java_read(bootstrap: str, topic: str, partition: int) -> list[Row]:
+    return java_read_all(bootstrap, [(topic, partition)])[(topic, partition)]
+
+
+def java_read_all(bootstrap: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], list[Row]]:
+    """Several partitions, one after the other, in one JVM (starting one costs seconds)."""
     from tests.kafka_dist import compile_java, run_java
 
-    out = run_java("ConsumeToEnd", bootstrap, topic, str(partition), extra_classpath=compile_java(JAVA_SOURCE),
-                   timeout=120)
-    rows: list[Row] = []
-    lines = out.split("\n")
-    assert any(line.startswith("END ") for line in lines), out
-    for line in lines:
+    out = run_java("ConsumeToEnd", bootstrap, *(f"{t}:{p}" for t, p in partitions),
+                   extra_classpath=compile_java(JAVA_SOURCE), timeout=180)
+    rows: dict[tuple[str, int], list[Row]] = {tp: [] for tp in partitions}
+    ended = set()
+    for line in out.split("\n"):
         parts = line.split()
-        if len(parts) == 3:
-            rows.append((int(parts[0]), parts[1], int(parts[2])))
+        if len(parts) == 4 and parts[0] == "END":
+            ended.add((parts[1], int(parts[2])))
+        elif len(parts) == 5:
+            rows[(parts[0], int(parts[1]))].append((int(parts[2]), parts[3], int(parts[4])))
+    assert ended == set(partitions), out
     return rows
 
 

@@ -9,12 +9,13 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
- * Reads one partition from its beginning to its end offset with the Java consumer and prints one line
- * per record: "offset timestampType timestamp". Any error the consumer raises (a corrupt batch, a
+ * Reads partitions, one after the other, from their beginning to their end offsets with the Java
+ * consumer. Prints "topic partition offset timestampType timestamp" per record and
+ * "END topic partition endOffset" per partition. Any error the consumer raises (a corrupt batch, a
  * decompression failure) ends the program with a stack trace and a non-zero status; so does not
- * reaching the end offset within the deadline.
+ * reaching an end offset within a minute.
  *
- * Usage: ConsumeToEnd bootstrap topic partition
+ * Usage: ConsumeToEnd bootstrap topic:partition...
  */
 public class ConsumeToEnd {
     public static void main(String[] args) {
@@ -24,23 +25,28 @@ public class ConsumeToEnd {
         props.put("check.crcs", "true");
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
-        TopicPartition tp = new TopicPartition(args[1], Integer.parseInt(args[2]));
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            consumer.assign(Collections.singletonList(tp));
-            consumer.seekToBeginning(Collections.singletonList(tp));
-            long end = consumer.endOffsets(Collections.singletonList(tp)).get(tp);
-            long deadline = System.currentTimeMillis() + 60_000;
-            while (consumer.position(tp) < end) {
-                if (System.currentTimeMillis() > deadline) {
-                    System.err.println("did not reach end offset " + end + ", at " + consumer.position(tp));
-                    System.exit(2);
+            for (int i = 1; i < args.length; i++) {
+                int colon = args[i].lastIndexOf(':');
+                TopicPartition tp = new TopicPartition(args[i].substring(0, colon),
+                                                       Integer.parseInt(args[i].substring(colon + 1)));
+                consumer.assign(Collections.singletonList(tp));
+                consumer.seekToBeginning(Collections.singletonList(tp));
+                long end = consumer.endOffsets(Collections.singletonList(tp)).get(tp);
+                long deadline = System.currentTimeMillis() + 60_000;
+                while (consumer.position(tp) < end) {
+                    if (System.currentTimeMillis() > deadline) {
+                        System.err.println("did not reach end offset " + end + " of " + tp + ", at " + consumer.position(tp));
+                        System.exit(2);
+                    }
+                    ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(500));
+                    for (ConsumerRecord<byte[], byte[]> r : records) {
+                        System.out.println(tp.topic() + " " + tp.partition() + " " + r.offset() + " "
+                                           + r.timestampType().name + " " + r.timestamp());
+                    }
                 }
-                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(500));
-                for (ConsumerRecord<byte[], byte[]> r : records) {
-                    System.out.println(r.offset() + " " + r.timestampType().name + " " + r.timestamp());
-                }
+                System.out.println("END " + tp.topic() + " " + tp.partition() + " " + end);
             }
-            System.out.println("END " + end);
         }
     }
 }
