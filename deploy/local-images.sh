@@ -47,8 +47,10 @@ if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  # netavark and iptables: podman's bridge networks and published ports.
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" netavark iptables uidmap >&2
+  # netavark and iptables: podman's bridge networks and published ports; the rest are podman's
+  # recommendations that rootless use needs.
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" netavark iptables uidmap slirp4netns \
+    fuse-overlayfs >&2
 fi
 
 # --- 2. The Debian base image ---------------------------------------------------------------------------
