@@ -1,6 +1,7 @@
 """The ``kafkette`` command: one entry point, subcommands for each job.
 
-Every subcommand speaks only Kafka's wire protocol (``clients/wire.py`` and the modules it names), so the
+Every subcommand speaks only Kafka's wire protocol (``clients/admin.py``, ``producer.py``, ``group_member.py``
+on the one client in ``clients/connection.py``), so the
 same command works against Apache Kafka. Flag names are those of Kafka's own tools (kafka-topics.sh, kafka-configs.sh,
 kafka-consumer-groups.sh, ...); the tools whose action is a flag (``--create``, ``--describe``) also
 take it as a word: ``kafkette topics create --topic t`` is ``kafkette topics --create --topic t``.

@@ -228,7 +228,7 @@ def test_console_producer_and_consumer(bs: str, tmp_path: Path) -> None:
     assert [r[5] for r in rows if r[4] == "null"] == ["from-file-1", "from-file-2"]
     assert {r[1] for r in rows if r[4] == "null"} == {"Partition:1"}
     # Murmur2 partitioning, as Kafka's default partitioner: k0 goes where Java clients would put it.
-    from clients.wire import partition_for_key
+    from clients.partitioner import partition_for_key
 
     assert next(r[1] for r in rows if r[4] == "k0") == f"Partition:{partition_for_key(b'k0', 3)}"
     # --partition/--offset/--max-messages
@@ -327,7 +327,8 @@ def test_consumer_groups(bs: str) -> None:
 
 
 def test_consumer_groups_bad_input(bs: str) -> None:
-    from clients.wire import GroupMember, WireClient
+    from clients.admin import WireClient
+    from clients.group_member import GroupMember
 
     t, g = unique("tgbad"), unique("gbad")
     create(bs, t, partitions=1)
