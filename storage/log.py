@@ -296,10 +296,12 @@ class PartitionLog:
 
     # ================================================================================ loading
     def _load(self, had_clean_shutdown: bool) -> None:
-        swap_logs = self._remove_temp_files_and_collect_swaps()
+        listing = os.listdir(self.dir_path)
+        swap_logs, removed = self._remove_temp_files_and_collect_swaps(listing)
         self._complete_swaps(swap_logs)
         segments: list[LogSegment] = []
-        names = sorted(os.listdir(self.dir_path))
+        # One directory listing per load when nothing was removed or swapped (the common case).
+        names = sorted(os.listdir(self.dir_path) if removed or swap_logs else listing)
         log_bases = set()
         for name in names:
             if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
@@ -351,14 +353,18 @@ class PartitionLog:
         self._rebuild_producer_state(self._leo)
         self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
 
-    def _remove_temp_files_and_collect_swaps(self) -> list[str]:
+    def _remove_temp_files_and_collect_swaps(self, listing: list[str]) -> tuple[list[str], bool]:
+        """(.swap logs to complete, whether any file was removed)."""
         swaps: list[str] = []
         min_cleaned = _LONG_MAX
-        for name in os.listdir(self.dir_path):
+        removed = False
+        for name in listing:
             path = os.path.join(self.dir_path, name)
             if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                removed = True
                 os.unlink(path)
             elif name.endswith(CLEANED_SUFFIX):
+                removed = True
                 try:
                     min_cleaned = min(min_cleaned, offset_from_filename(name))
                 except ValueError:
@@ -369,14 +375,16 @@ class PartitionLog:
                 if base_name.endswith(LOG_SUFFIX):
                     swaps.append(path)
                 else:
+                    removed = True
                     os.unlink(path)  # index swap files are rebuilt from the log
         kept = []
         for path in swaps:
             if offset_from_filename(os.path.basename(path)) >= min_cleaned:
+                removed = True
                 os.unlink(path)
             else:
                 kept.append(path)
-        return sorted(kept)
+        return sorted(kept), removed
 
     def _complete_swaps(self, swap_logs: list[str]) -> None:
         """A .swap log is a committed cleaner output: replace the segments it covers, then rename it."""
