@@ -23,6 +23,7 @@ from broker.connection import Connection, ConnectionStats, limited_log
 from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
 from broker.kafka_apis import KafkaApis
 from broker.listeners import Endpoint, inter_broker_and_control_plane, parse_listeners, parse_protocol_map
+from broker.log_validator import RECORD_SCANNER
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.request_queue import CONTROL_PLANE_QUEUE, RequestPermits
@@ -118,6 +119,8 @@ class Broker:
             return 1
         log.info("[KafkaServer id=%d] started (cluster id %s, listeners %s)", self.broker_id, self.cluster_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
+        log.info("[KafkaServer id=%d] produce validation scans records with the %s scanner", self.broker_id,
+                 RECORD_SCANNER)
         await self._stopping.wait()
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         await self.shutdown()

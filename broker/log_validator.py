@@ -21,8 +21,9 @@ is larger), the most a consumer is ever asked to take in one response. Kafka its
 stream after ``recordsCount`` records plus one byte; a bomb of zeros fails on its first record.
 
 The uncompressed case touches the request buffer in place: the scan reads it through a memoryview
-and nothing is copied (see ``protocol.record_scan``). Producers' batches are accepted as they are,
-apart from what Kafka rewrites too: maxTimestamp is set to the largest record timestamp (CreateTime)
+and nothing is copied (see ``protocol.record_scan``, compiled when the install could build it:
+:data:`RECORD_SCANNER` names the scanner in use, and the broker logs it at start). Producers'
+batches are accepted as they are, apart from what Kafka rewrites too: maxTimestamp is set to the largest record timestamp (CreateTime)
 or the broker's clock (LogAppendTime), with the CRC recomputed, by :func:`stamp_for_append`.
 """
 
@@ -42,7 +43,7 @@ from protocol.compression import (
 )
 from protocol.errors import ErrorCode
 from protocol.exceptions import CorruptRecordError
-from protocol.record_scan import RecordScan, iter_record_summaries, scan_records
+from protocol.record_scan import SCANNER, RecordScan, iter_record_summaries, scan_records, scan_records_python
 from protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_CODEC_MASK,
@@ -57,6 +58,8 @@ from protocol.records import (
 )
 
 __all__ = [
+    "COMPILED_SCANNER",
+    "RECORD_SCANNER",
     "RecordError",
     "ValidatedBatch",
     "ValidationError",
@@ -65,6 +68,11 @@ __all__ = [
     "stamp_for_append",
     "validate_produce_records",
 ]
+
+#: Which record scanner validation runs: "compiled (...)" or "pure Python (...)".
+RECORD_SCANNER = SCANNER
+#: The compiled scanner lets go of the GIL by itself; the Python one must be cut into pieces for that.
+COMPILED_SCANNER: bool = scan_records is not scan_records_python
 
 _CODEC_BY_NAME = {
     "none": CompressionType.NONE, "uncompressed": CompressionType.NONE, "gzip": CompressionType.GZIP,
@@ -174,9 +182,10 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
                              yield_gil: bool = False) -> ValidatedBatch:
     """Validate one partition's records from a Produce request (v3+: exactly one v2 batch).
 
-    ``yield_gil``: the caller is a worker thread next to an event loop. The record scan is Python
-    that holds the GIL; it then stops every few thousand records to let the loop's thread run, so
-    the loop waits for one piece of the scan rather than for a whole switch interval or more.
+    ``yield_gil``: the caller is a worker thread next to an event loop. The compiled scanner then
+    releases the GIL while it scans; the Python one, which holds it, stops every thousand records to
+    let the loop's thread run, so the loop waits for one piece of the scan rather than for a whole
+    switch interval or more.
     """
     size, _ = frame_produce_batch(records, version)
     data = records[:size] if size != len(records) else records
@@ -210,10 +219,10 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
         # The records section, in place: a slice of a memoryview copies nothing.
         section = data[RECORDS_OFFSET:]
         try:
-            if yield_gil:
+            if yield_gil and not COMPILED_SCANNER:
                 scan = _scan_in_pieces(section, count)
             else:
-                scan = scan_records(section, 0, len(section), 0, count)
+                scan = scan_records(section, 0, len(section), 0, count, release_gil=yield_gil)
         except InvalidRecordError as e:
             raise ValidationError(ErrorCode.INVALID_RECORD, str(e)) from None
         if scan.pos != len(section):
@@ -332,10 +341,11 @@ def _scan_compressed(data: memoryview, codec: int, count: int, limit: int,
             if index >= count:
                 # Kafka reads one byte past the last record to check nothing follows.
                 raise InvalidRecordError("Incorrect declared batch size, records still remaining in file")
-            if yield_gil:
+            if yield_gil and not COMPILED_SCANNER:
                 time.sleep(0)  # a chunk is a few thousand records: let the event loop's thread run
             pending += chunk
-            scan = scan_records(pending, 0, len(pending), index, count, partial=True, max_record_size=limit)
+            scan = scan_records(pending, 0, len(pending), index, count, partial=True, max_record_size=limit,
+                                release_gil=yield_gil)
             index = scan.next_index
             if index > 0:
                 min_ts = min(min_ts, scan.min_timestamp_delta)

@@ -1,10 +1,11 @@
 """Produce validation benchmark: what Kafka's LogValidator rules cost us, and throughput against Kafka.
 
 1. The validator alone: time per record and MB/s for 100-byte records, uncompressed and lz4, in
-   16 KiB and 1 MiB batches (best of several passes: the machine is shared).
+   16 KiB and 1 MiB batches (best of several passes: the machine is shared), with the compiled
+   record scanner the broker uses and with the pure-Python reference scanner.
 2. Where the time goes: a cProfile of validating 1 MiB batches.
-3. Event-loop stall: the longest gap a 1 ms ticker sees on the broker's kind of loop while a 1 MiB lz4
-   batch is validated on the loop, and in a worker thread as ``ReplicaManager`` does it.
+3. Event-loop stall: the longest gap a 1 ms ticker sees on the broker's kind of loop while a 1 MiB
+   batch (lz4, uncompressed) is validated on the loop and in a worker thread, with either scanner.
 4. Throughput side by side: Kafka's own ``org.apache.kafka.tools.ProducerPerformance`` drives kafkette
    (full validation) and Apache Kafka 3.9.1 in alternating runs, 100-byte records, acks=1,
    uncompressed and lz4, batch.size 16 KiB and 1 MiB. Each run, the medians, the ratio and each
@@ -25,10 +26,14 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import broker.log_validator as log_validator
 from broker.log_validator import validate_produce_records
 from protocol.compression import CompressionType
+from protocol.record_scan import scan_records_python
 from protocol.records import build_batch
 
 RECORD_SIZE = 100
@@ -48,9 +53,31 @@ def _batch(batch_bytes: int, codec: CompressionType) -> tuple[memoryview, int]:
     return memoryview(bytearray(data)), count
 
 
+@contextmanager
+def _scanner(name: str) -> Iterator[None]:
+    """Validation with the named scanner: "broker" (what the broker runs) or "python" (the reference)."""
+    saved = log_validator.scan_records, log_validator.COMPILED_SCANNER
+    if name == "python":
+        log_validator.scan_records, log_validator.COMPILED_SCANNER = scan_records_python, False
+    try:
+        yield
+    finally:
+        log_validator.scan_records, log_validator.COMPILED_SCANNER = saved
+
+
+SCANNERS = ("broker", "python")
+
+
 def validator_costs() -> None:
-    print("validator alone (best pass):")
-    print(f"  {'batch':>8} {'codec':>6} {'records':>8} {'wire KiB':>9} {'ms/batch':>9} {'ns/record':>10} {'MB/s':>7}")
+    print(f"validator alone (best pass); the broker's scanner: {log_validator.RECORD_SCANNER}")
+    print(f"  {'scanner':>7} {'batch':>8} {'codec':>6} {'records':>8} {'wire KiB':>9} {'ms/batch':>9} "
+          f"{'ns/record':>10} {'MB/s':>7}")
+    for scanner in SCANNERS:
+        with _scanner(scanner):
+            _validator_costs(scanner)
+
+
+def _validator_costs(scanner: str) -> None:
     for batch_bytes in (16 << 10, 1 << 20):
         for codec in (CompressionType.NONE, CompressionType.LZ4):
             data, count = _batch(batch_bytes, codec)
@@ -60,7 +87,7 @@ def validator_costs() -> None:
                 start = time.perf_counter()
                 validate_produce_records(data, **KWARGS)
                 best = min(best, time.perf_counter() - start)
-            print(f"  {batch_bytes >> 10:>6}Ki {codec.name.lower():>6} {count:>8} {len(data) / 1024:>9.0f} "
+            print(f"  {scanner:>7} {batch_bytes >> 10:>6}Ki {codec.name.lower():>6} {count:>8} {len(data) / 1024:>9.0f} "
                   f"{best * 1e3:>9.2f} {best / count * 1e9:>10.0f} {count * RECORD_SIZE / best / 1e6:>7.1f}")
 
 
@@ -108,7 +135,18 @@ async def _max_stall(data: memoryview, mode: str, rounds: int = 10) -> float:
 
 
 def loop_stalls() -> None:
-    """As ``ReplicaManager`` does it: big batches validated in a thread that hands the GIL back."""
+    """On the loop, and in a thread as ``ReplicaManager`` does it for big batches, with either scanner."""
+    from broker import replica_manager
+
+    for scanner in SCANNERS:
+        with _scanner(scanner):
+            _loop_stalls(scanner)
+    print(f"  (thread switch interval {sys.getswitchinterval() * 1e3:.0f} ms; with its scanner the broker validates "
+          f"compressed batches from {replica_manager._OFF_LOOP_COMPRESSED_BYTES >> 10} KiB and uncompressed ones "
+          f"from {replica_manager._OFF_LOOP_UNCOMPRESSED_BYTES >> 10} KiB in a thread)")
+
+
+def _loop_stalls(scanner: str) -> None:
     try:
         import uvloop
 
@@ -120,7 +158,7 @@ def loop_stalls() -> None:
     for codec in (CompressionType.LZ4, CompressionType.NONE):
         data, _ = _batch(1 << 20, codec)
         print(f"\nlongest event-loop stall ({kind}, 1 ms ticker, 10 validations of a 1 MiB {codec.name.lower()} "
-              "batch; best of 3 tries):")
+              f"batch, {scanner} scanner; best of 3 tries):")
         for mode in ("idle", "on the loop", "in a thread"):
             stalls = []
             for _ in range(3):
@@ -130,8 +168,6 @@ def loop_stalls() -> None:
                 finally:
                     loop.close()
             print(f"  {mode:12} {min(stalls) * 1e3:7.2f} ms")
-    print(f"  (thread switch interval {sys.getswitchinterval() * 1e3:.0f} ms; the broker validates compressed "
-          "batches from 64 KiB and uncompressed ones from 512 KiB in a thread)")
 
 
 # --- side by side with Apache Kafka -------------------------------------------------------------
