@@ -319,7 +319,9 @@ class AdminHandlers:
         for t in b.topics:
             r = _CP.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(r)
-            current = await self.broker.zk_call(self.zk.get_topic_assignment, t.name)
+            # An illegal name is no topic (and no valid ZooKeeper path either).
+            current = None if topic_name_error(t.name) else await self.broker.zk_call(
+                self.zk.get_topic_assignment, t.name)
             if current is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -414,9 +416,23 @@ class AdminHandlers:
                 r.error_message = f"unsupported resource type {res.resource_type}"
         return _DC(results=results)
 
+    @staticmethod
+    def _resource_name_error(resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+        """Kafka's checks of a config resource's name, before ZooKeeper sees it as part of a path."""
+        if resource_type == RESOURCE_TOPIC:
+            err = topic_name_error(name)
+            if err:
+                return ErrorCode.INVALID_TOPIC_EXCEPTION, err
+        elif resource_type == RESOURCE_BROKER and name and not name.isdigit():
+            return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        return None
+
     async def _apply_config(self, resource_type: int, name: str, new: dict[str, str | None],
                             validate_only: bool) -> tuple[ErrorCode, str | None]:
         """Validate and store a full replacement config for one resource (None values removed)."""
+        bad_name = self._resource_name_error(resource_type, name)
+        if bad_name:
+            return bad_name
         clean = {k: v for k, v in new.items() if v is not None}
         if resource_type == RESOURCE_TOPIC:
             if not await self.broker.zk_call(self.zk.topic_exists, name):
@@ -468,6 +484,12 @@ class AdminHandlers:
         b = req.body
         out = []
         for res in b.resources:
+            bad_name = self._resource_name_error(res.resource_type, res.resource_name)
+            if bad_name:
+                out.append(_IAC.AlterConfigsResourceResponse(error_code=bad_name[0], error_message=bad_name[1],
+                                                             resource_type=res.resource_type,
+                                                             resource_name=res.resource_name))
+                continue
             if res.resource_type == RESOURCE_TOPIC:
                 current = dict(await self.broker.zk_call(self.zk.get_topic_config, res.resource_name))
             else:
