@@ -10,6 +10,7 @@ import crc32c
 import lz4.frame
 import pytest
 
+import broker.log_validator as log_validator
 from broker.log_validator import (
     ValidatedBatch,
     ValidationError,
@@ -18,7 +19,7 @@ from broker.log_validator import (
 )
 from protocol.compression import CompressionType, compress
 from protocol.errors import ErrorCode
-from protocol.record_scan import scan_records
+from protocol.record_scan import scan_records, scan_records_python
 from protocol.records import BatchView, InvalidRecordError, TimestampType, build_batch
 
 NOW = int(time.time() * 1000)
@@ -234,7 +235,59 @@ def test_mutated_batches_only_ever_raise_validation_errors(codec: CompressionTyp
                      ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.MESSAGE_TOO_LARGE}, codes
 
 
-def test_validation_in_pieces_sees_what_one_scan_sees() -> None:
+@pytest.fixture(params=["compiled", "python"])
+def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Validation with the compiled scanner the broker runs, then with the pure-Python fallback."""
+    if request.param == "compiled":
+        assert log_validator.COMPILED_SCANNER, log_validator.RECORD_SCANNER
+    else:
+        monkeypatch.setattr(log_validator, "scan_records", scan_records_python)
+        monkeypatch.setattr(log_validator, "COMPILED_SCANNER", False)
+    return request.param
+
+
+def _answer(data: bytes | bytearray, **overrides: object) -> tuple[object, ...]:
+    """What the broker would answer and store, comparable across scanners."""
+    try:
+        vb = validate(data, **overrides)
+    except ValidationError as e:
+        return ("refused", e.code, e.message, e.error_message, [(r.batch_index, r.message) for r in e.record_errors])
+    return ("accepted", bytes(vb.data), vb.records_count, vb.max_timestamp, vb.needs_rebuild)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4, CompressionType.GZIP])
+def test_both_scanners_give_the_same_answers(codec: CompressionType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Good and mutated batches: the compiled and the Python scanner refuse or accept them alike."""
+    import random
+
+    assert log_validator.COMPILED_SCANNER, log_validator.RECORD_SCANNER
+    rnd = random.Random(99 + int(codec))
+    base = bytearray(build_batch([(b"k%d" % i if i % 7 else None, os.urandom(rnd.randrange(0, 200)), NOW - i,
+                                   [("h", b"v")] if i % 3 == 0 else ()) for i in range(60)], compression=codec))
+    cases = [bytes(base)]
+    for _ in range(150):
+        data = bytearray(base)
+        at = rnd.randrange(61, len(data))
+        if rnd.random() < 0.5:
+            data[at] ^= 1 << rnd.randrange(8)
+        else:
+            del data[at:]
+            struct.pack_into(">i", data, 8, len(data) - 12)
+        cases.append(bytes(_recrc(data)))
+    kinds = set()
+    for data in cases:
+        for overrides in ({}, {"compacted": True, "yield_gil": True}, {"before_max_ms": 30}):
+            compiled = _answer(data, **overrides)
+            with monkeypatch.context() as m:
+                m.setattr(log_validator, "scan_records", scan_records_python)
+                m.setattr(log_validator, "COMPILED_SCANNER", False)
+                python = _answer(data, **overrides)
+            assert compiled == python, (data.hex(), overrides)
+            kinds.add(compiled[0] if compiled[0] == "accepted" else compiled[1])
+    assert {"accepted", ErrorCode.INVALID_RECORD} <= kinds, kinds
+
+
+def test_validation_in_pieces_sees_what_one_scan_sees(scanner: str) -> None:
     data = build_batch([(b"k" if i != 2500 else None, b"v" * 20, NOW - i) for i in range(3000)])
     one = refused(data, compacted=True)
     pieces = refused(data, compacted=True, yield_gil=True)
