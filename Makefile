@@ -17,7 +17,7 @@ $(SYSSTAMP):
 
 sysdeps: $(SYSSTAMP)
 
-$(STAMP): pyproject.toml | $(SYSSTAMP)
+$(STAMP): pyproject.toml setup.py protocol/_record_scan.c | $(SYSSTAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'

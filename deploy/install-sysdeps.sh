@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# System packages the tests and `make run` use: ZooKeeper (Debian's `zookeeper`), kcat, a JDK, and strace
-# (the zero-copy test watches the broker's sendfile calls with it).
+# System packages the tests and `make run` use: ZooKeeper (Debian's `zookeeper`), kcat, a JDK, strace
+# (the zero-copy test watches the broker's sendfile calls with it), and a C compiler with the headers of
+# the Python the venv is built from (the install compiles protocol/_record_scan.c, produce validation's
+# record scanner; without them it falls back to the pure-Python scanner).
 # Idempotent; needs root (or sudo) only when something is missing.
 set -euo pipefail
 need=()
@@ -11,6 +13,14 @@ command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 # Maven resolves jars from Maven Central: Kafka's for format cross-checks, Spark's Kafka connector.
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -f /usr/include/stdint.h ] || need+=(libc6-dev)
+# Python.h of the interpreter in use (a pyenv or other self-built Python ships its own; Debian's is in python3-dev).
+py="${PYTHON:-python3}"
+if ! command -v "$py" >/dev/null 2>&1 \
+    || ! "$py" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  need+=(python3-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
