@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+# Partitions one CreateTopics or CreatePartitions request may create. Kafka's KRaft controller refuses
+# operations of more than 10,000 records (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; ZooKeeper
+# mode has no bound, and one request asking for 2^31-1 partitions would exhaust the broker's memory.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_TOO_LARGE = "Unable to perform excessively large batch operation."
 # DescribeConfigs resource types (Kafka's ConfigResource.Type ids).
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 _OPS_UNKNOWN = -2147483648  # "authorized operations not requested"
@@ -219,6 +224,7 @@ class AdminHandlers:
             seen[t.name] = seen.get(t.name, 0) + 1
         results = []
         waiting = []
+        creating = 0  # partitions this request creates, so far
         for t in b.topics:
             r = _CT.CreatableTopicResult(name=t.name, error_code=0, num_partitions=-1, replication_factor=-1,
                                          configs=None)
@@ -235,6 +241,10 @@ class AdminHandlers:
             cfg = self.broker.config
             nparts = t.num_partitions if t.num_partitions != -1 else cfg.get("num.partitions")
             rf = t.replication_factor if t.replication_factor != -1 else cfg.get("default.replication.factor")
+            creating += len(t.assignments) or max(nparts, 0)
+            if creating > MAX_PARTITIONS_PER_REQUEST:
+                r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, _TOO_LARGE
+                continue
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
             configs = {c.name: c.value for c in t.configs}
             code, msg = await self.create_topic(t.name, nparts, rf, assignment, configs, b.validate_only)
@@ -316,6 +326,7 @@ class AdminHandlers:
         b = req.body
         results = []
         pending = []
+        creating = 0  # partitions this request creates, so far
         for t in b.topics:
             r = _CP.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(r)
@@ -327,6 +338,10 @@ class AdminHandlers:
                 continue
             existing = {p: list(ra.replicas) if hasattr(ra, "replicas") else list(ra)
                         for p, ra in current.partitions.items()}
+            creating += max(t.count - len(existing), 0) + len(t.assignments or ())
+            if creating > MAX_PARTITIONS_PER_REQUEST:
+                r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, _TOO_LARGE
+                continue
             try:
                 if t.assignments:
                     new = {len(existing) + i: list(a.broker_ids) for i, a in enumerate(t.assignments)}

@@ -479,3 +479,24 @@ def test_abandoned_join_group_runs_on_but_gives_its_permit_back(broker: Any) -> 
         bystander.close()
     finally:
         leader.close()
+
+
+def test_one_request_cannot_ask_for_billions_of_partitions(broker: Any) -> None:
+    """CreateTopics / CreatePartitions for 2^31-1 partitions would exhaust the broker's memory while
+    it computed the assignment; they are refused as Kafka's controller refuses excessively large
+    operations (more than 10,000 records): POLICY_VIOLATION."""
+    topic = unique("bomb")
+    with Client(broker.bootstrap, timeout=60) as c:
+        mt = request_type(ApiKey.CREATE_TOPICS)
+        r = c.request(ApiKey.CREATE_TOPICS, 5, timeout_ms=30000, validate_only=False, topics=[
+            mt.CreatableTopic(name=topic, num_partitions=2**31 - 1, replication_factor=1, assignments=[],
+                              configs=[])])
+        assert (r.topics[0].error_code, r.topics[0].error_message) == (
+            44, "Unable to perform excessively large batch operation."), r.topics[0]
+        create_topic(broker.bootstrap, topic)
+        mt = request_type(ApiKey.CREATE_PARTITIONS)
+        r = c.request(ApiKey.CREATE_PARTITIONS, 3, timeout_ms=30000, validate_only=False, topics=[
+            mt.CreatePartitionsTopic(name=topic, count=2**31 - 1, assignments=None)])
+        assert r.results[0].error_code == 44, r.results[0]
+        c.api_versions()
+    assert broker.running

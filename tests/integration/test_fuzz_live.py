@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
 import socket
 import struct
 import threading
@@ -41,6 +42,7 @@ FRAMES = 2500  # distinct mutated frames, each fired twice
 MAX_FUZZ_S = 40.0  # a bound on the run, not an assertion
 PER_API_VERSION = 6  # frames kept per (api key, version)
 RSS_GROWTH_LIMIT = 64 << 20
+ADDRESS_SPACE_LIMIT = 4 << 30  # the broker's virtual memory during the test (it needs under 1 GiB)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -422,6 +424,8 @@ def test_fuzzed_requests_do_not_hurt_the_broker_or_other_clients(fuzz_broker: tu
     broker = cluster.brokers[0]
     assert broker.process is not None
     pid = broker.process.pid
+    # A request that makes the broker allocate without bound must fail this test, not the machine.
+    resource.prlimit(pid, resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     via_proxy = f"127.0.0.1:{proxy.server.getsockname()[1]}"
 
     kafka_python_workload(via_proxy)
