@@ -398,8 +398,8 @@ static PyObject *scan_records(PyObject *self, PyObject *args, PyObject *kwargs)
         .min_ts = (i128)1 << 63, .max_ts = -((i128)1 << 63), .first_keyless = -1, .consecutive = 1,
         .error = SCAN_OK,
     };
-    int64_t work = (end < view.len ? end : view.len) - pos;
-    if (release_gil && work >= RELEASE_GIL_MIN_BYTES) {
+    const int64_t stop = end < view.len ? end : view.len;
+    if (release_gil && stop > pos && stop - pos >= RELEASE_GIL_MIN_BYTES) {
         Py_BEGIN_ALLOW_THREADS
         scan(&s);
         Py_END_ALLOW_THREADS
