@@ -9,6 +9,8 @@ INT32 extremes), and mutations of both: bit flips, truncations, inserted and ove
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -338,3 +340,20 @@ def test_mutated_batches_agree(seed: int) -> None:
         for count in (12, 11, 13):
             agree(mutated, 0, len(mutated), 0, count)
             agree(mutated, 0, len(mutated), 0, count, partial=True, max_record_size=100)
+
+
+def test_without_the_extension_the_python_scanner_runs() -> None:
+    """An install without a C compiler: importing the extension fails, and validation still works."""
+    code = (
+        "import sys; sys.modules['protocol._record_scan'] = None\n"
+        "import broker.log_validator as lv, protocol.record_scan as rs\n"
+        "from protocol.records import build_batch\n"
+        "assert rs.scan_records is rs.scan_records_python and not lv.COMPILED_SCANNER\n"
+        "b = memoryview(bytearray(build_batch([(None, b'v', 0)] * 3)))\n"
+        "vb = lv.validate_produce_records(b, topic_partition='t-0', max_message_bytes=1 << 20,\n"
+        "    timestamp_type='CreateTime', before_max_ms=1 << 62, after_max_ms=1 << 62, now_ms=0,\n"
+        "    compacted=False, max_decompressed_bytes=1 << 20, yield_gil=True)\n"
+        "print(lv.RECORD_SCANNER, vb.records_count)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "pure Python (protocol._record_scan was not built) 3"
