@@ -148,7 +148,10 @@ class ReplicaManager:
     async def checkpoint_leader_epochs(self, tps: list[TP]) -> None:
         """Write the leader-epoch-checkpoint of every partition that just became leader, in one batch
         off the event loop (make_leader was called with write_epoch_checkpoint=False)."""
-        logs = [p.log for p in (self.partitions.get(tp) for tp in tps) if p is not None]
+        # Only files whose entries changed: after a restart the new leader epoch is usually the one
+        # already in the file (the controller did not bump it), and nothing is written at all.
+        logs = [p.log for p in (self.partitions.get(tp) for tp in tps)
+                if p is not None and p.log.leader_epoch_checkpoint_stale]
         if not logs:
             return
         from storage.log_manager import run_batch

@@ -21,9 +21,18 @@ class LeaderEpochFileCache:
         self._lock = threading.RLock()
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        # What the checkpoint file holds (None: unknown), and whether it was fsynced: a write of the
+        # same entries is skipped. A restart truncates and a LeaderAndIsr re-assigns the same entries
+        # for thousands of partitions; rewriting identical files would cost an fsync each.
+        self._persisted: list[tuple[int, int]] | None = None
+        self._persisted_synced = False
         if checkpoint is not None:
-            for epoch, offset in checkpoint.read():
+            read = checkpoint.read()
+            for epoch, offset in read:
                 self._assign_in_memory(epoch, offset)
+            if read:
+                self._persisted = self.entries()
+                self._persisted_synced = True
 
     # -- queries -------------------------------------------------------------------------------------
     def entries(self) -> list[tuple[int, int]]:
@@ -89,17 +98,25 @@ class LeaderEpochFileCache:
         self._offsets.append(start_offset)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Remove entries starting at or after ``end_offset`` (the log was truncated to it)."""
+    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
+        """Remove entries starting at or after ``end_offset`` (the log was truncated to it).
+
+        ``flush=False`` (log loading) leaves the file as it is until the next flush, as Kafka's
+        truncateFromEndAsyncFlush does: every load truncates again, so a crash before the flush loses
+        nothing.
+        """
         with self._lock:
             if end_offset >= 0 and self._offsets and self._offsets[-1] >= end_offset:
                 while self._offsets and self._offsets[-1] >= end_offset:
                     self._epochs.pop()
                     self._offsets.pop()
-                self._write(sync=False)
+                if flush:
+                    self._write(sync=False)
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """The log start moved to ``start_offset``: drop older entries, keep the epoch covering it."""
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
+        """The log start moved to ``start_offset``: drop older entries, keep the epoch covering it.
+
+        ``flush=False``: as for truncate_from_end (a load repeats it)."""
         with self._lock:
             i = bisect.bisect_right(self._offsets, start_offset)
             if i == 0 or i == 1 and self._offsets[0] == start_offset:
@@ -109,7 +126,8 @@ class LeaderEpochFileCache:
             del self._offsets[:i]
             self._epochs.insert(0, epoch)
             self._offsets.insert(0, start_offset)
-            self._write(sync=False)
+            if flush:
+                self._write(sync=False)
 
     def clear(self) -> None:
         with self._lock:
@@ -121,6 +139,20 @@ class LeaderEpochFileCache:
         with self._lock:
             self._write(sync=True)
 
+    @property
+    def needs_flush(self) -> bool:
+        """Whether the checkpoint file differs from the entries (or was not fsynced)."""
+        with self._lock:
+            return self._checkpoint is not None and not (
+                self._persisted_synced and self._persisted == self.entries())
+
     def _write(self, *, sync: bool) -> None:
-        if self._checkpoint is not None:
-            self._checkpoint.write(self.entries(), sync=sync)
+        if self._checkpoint is None:
+            return
+        entries = self.entries()
+        if entries == self._persisted and (self._persisted_synced or not sync):
+            return  # the file holds exactly these entries already
+        self._persisted = None  # unknown if the write fails half way
+        self._checkpoint.write(entries, sync=sync)
+        self._persisted = entries
+        self._persisted_synced = sync

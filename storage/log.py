@@ -348,8 +348,13 @@ class PartitionLog:
         for seg in self._segments[:-1]:
             seg.release_index_fds()
         self.active_segment.make_active()
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        # The file is rewritten on the next flush (or not at all when becoming leader re-assigns the
+        # entry a load dropped: an empty partition's epoch starts at its LEO).
+        epochs_before = self.leader_epoch_cache.entries()
+        self.leader_epoch_cache.truncate_from_end(self._leo, flush=False)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
+        if self.leader_epoch_cache.entries() != epochs_before:
+            self._epoch_checkpoint_dirty = True
         self._rebuild_producer_state(self._leo)
         self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
 
@@ -663,8 +668,13 @@ class PartitionLog:
                     self.leader_epoch_cache.assign(leader_epoch, start, flush=False)
                     self._epoch_checkpoint_dirty = True
 
+    @property
+    def leader_epoch_checkpoint_stale(self) -> bool:
+        """Whether write_leader_epoch_checkpoint has anything to write."""
+        return self._epoch_checkpoint_dirty and self.leader_epoch_cache.needs_flush
+
     def write_leader_epoch_checkpoint(self) -> None:
-        """Write (and fsync) the leader-epoch-checkpoint if an epoch was assigned since the last write."""
+        """Write (and fsync) the leader-epoch-checkpoint if its entries changed since the last write."""
         if not self._epoch_checkpoint_dirty or self._offline or self._closed:
             return
         try:
