@@ -211,6 +211,7 @@ class LogManager:
 
     # ================================================================================ startup
     def startup(self) -> None:
+        started = time.monotonic()
         for d in self.log_dirs:
             try:
                 self._load_dir(d)
@@ -221,6 +222,7 @@ class LogManager:
         if not self.online_dirs:
             raise KafkaStorageError("no log directory is online")
         self._started = True
+        log.info("loaded %d logs in %d ms", len(self._logs), (time.monotonic() - started) * 1000)
 
     def _check_meta_properties(self, d: str) -> None:
         path = os.path.join(d, META_PROPERTIES)
