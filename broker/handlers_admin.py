@@ -21,7 +21,7 @@ from controller.assignment import (
     assign_replicas,
     validate_manual_assignment,
 )
-from controller.zk_client import InvalidTopicError, TopicExistsError
+from controller.zk_client import InvalidTopicError, NoNodeError, TopicExistsError
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
@@ -358,7 +358,14 @@ class AdminHandlers:
                 r.error_code, r.error_message = ErrorCode(e.error_code), str(e)
                 continue
             if not b.validate_only:
-                await self.broker.zk_call(self.zk.add_partitions, t.name, new)
+                try:
+                    await self.broker.zk_call(self.zk.add_partitions, t.name, new)
+                except ValueError as e:  # another request added partitions since we read the topic
+                    r.error_code, r.error_message = ErrorCode.INVALID_PARTITIONS, str(e)
+                    continue
+                except NoNodeError:  # the topic was deleted meanwhile
+                    r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
                 pending.append((t.name, t.count))
         if pending:
             await self.wait_for_metadata(lambda: all(self._topic_ready(n, c) for n, c in pending), b.timeout_ms)
