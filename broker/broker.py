@@ -27,9 +27,9 @@ from broker.log_validator import RECORD_SCANNER
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.request_queue import CONTROL_PLANE_QUEUE, RequestPermits
+from config.registry import BrokerConfig, ConfigError, LogConfig
 from controller import zk_data as zd
 from controller.zk_client import KafkaZkClient
-from storage.config import BrokerConfig, ConfigError, LogConfig
 from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storage.config import INT32_MAX, ConfigError
+from config.registry import INT32_MAX, ConfigError
 
 PER_IP = "max.connections.per.ip"
 PER_IP_OVERRIDES = "max.connections.per.ip.overrides"

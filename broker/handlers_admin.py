@@ -14,6 +14,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from config.registry import REGISTRY, ConfigError, LogConfig, format_value
 from controller import zk_data as zd
 from controller.assignment import (
     AssignmentError,
@@ -25,7 +26,6 @@ from controller.zk_client import InvalidTopicError, NoNodeError, TopicExistsErro
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
-from storage.config import REGISTRY, ConfigError, LogConfig, format_value
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -6,7 +6,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from storage.config import BrokerConfig, ConfigError
+from config.registry import BrokerConfig, ConfigError
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^:\[\]]*):(\d+)$")
 

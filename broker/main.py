@@ -7,7 +7,8 @@ import logging
 import os
 import sys
 
-from storage.config import BrokerConfig, ConfigError, read_properties
+from config.properties import read_properties
+from config.registry import BrokerConfig, ConfigError
 
 log = logging.getLogger("kafkette")
 

@@ -17,7 +17,7 @@ from protocol.errors import ErrorCode
 from storage.log import AppendInfo, PartitionLog
 
 if TYPE_CHECKING:
-    from storage.config import LogConfig
+    from config.registry import LogConfig
 
 log = logging.getLogger(__name__)
 

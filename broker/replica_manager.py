@@ -34,7 +34,7 @@ from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageErro
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
-    from storage.config import BrokerConfig, LogConfig
+    from config.registry import BrokerConfig, LogConfig
     from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)

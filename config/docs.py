@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from storage.config import REGISTRY, ConfigDef, broker_configs, format_value, topic_configs
+from config.registry import REGISTRY, ConfigDef, broker_configs, format_value, topic_configs
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "configs.md"
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from config.properties import format_properties, read_properties
 from storage.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -60,6 +61,8 @@ BATCH_IO_THREADS = 16
 # Threads loading logs at start: enough to overlap their system calls, few enough not to fight over
 # the interpreter lock.
 LOAD_THREADS = 4
+# Logs per load task.
+LOAD_CHUNK = 32
 
 
 def run_batch(fn: Callable[[Any], None], items: Sequence[Any], *,
@@ -91,23 +94,8 @@ def topic_id_to_string(topic_id: uuid.UUID | bytes | str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def read_properties(path: str) -> dict[str, str]:
-    props: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            key, sep, value = line.partition("=")
-            if sep:
-                props[key.strip()] = value.strip()
-    return props
-
-
 def write_properties(path: str, props: dict[str, str]) -> None:
-    stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y")
-    body = "#\n#" + stamp + "\n" + "".join(f"{k}={v}\n" for k, v in props.items())
-    atomic_write(path, body.encode())
+    atomic_write(path, format_properties(props).encode("latin-1"))
 
 
 def write_partition_metadata(log_dir: str, topic_id: uuid.UUID | bytes | str) -> None:
@@ -283,8 +271,9 @@ class LogManager:
         configs = {topic: self._config_for(topic) for topic in {tp[0] for tp, _path in found}}
         loaded: dict[TopicPartition, PartitionLog] = {}
 
-        def load(item: tuple[TopicPartition, str]) -> None:
-            retry_when_out_of_descriptors(lambda: load_one(item))
+        def load(chunk: list[tuple[TopicPartition, str]]) -> None:
+            for item in chunk:
+                retry_when_out_of_descriptors(lambda item=item: load_one(item))  # type: ignore[misc]
 
         def load_one(item: tuple[TopicPartition, str]) -> None:
             tp, path = item
@@ -301,7 +290,9 @@ class LogManager:
 
         # Logs load in parallel (Kafka: num.recovery.threads.per.data.dir); most of a load is file
         # system calls, which run outside the interpreter lock.
-        errors = run_batch(load, found, threads=LOAD_THREADS)
+        # In chunks: a task per log would cost more in executor bookkeeping than most loads take.
+        chunks = [found[i:i + LOAD_CHUNK] for i in range(0, len(found), LOAD_CHUNK)]
+        errors = run_batch(load, chunks, threads=LOAD_THREADS)
         first_error = next((e for e in errors if e is not None), None)
         if first_error is not None:
             for lg in loaded.values():

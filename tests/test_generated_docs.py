@@ -10,7 +10,7 @@ def test_configs_doc_is_generated_from_the_registry() -> None:
 
 
 def test_configs_doc_lists_every_config() -> None:
-    from storage.config import REGISTRY
+    from config.registry import REGISTRY
 
     text = docs.render()
     for name in REGISTRY:

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from broker.listeners import inter_broker_and_control_plane, parse_listeners, parse_protocol_map
+from config.registry import BrokerConfig, ConfigError
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import encode_request, new_request, request_type
-from storage.config import BrokerConfig, ConfigError
 from tests.cluster.helpers import Admin, ZkView, unique
 from tests.integration.helpers import RawClient, wait_until
 

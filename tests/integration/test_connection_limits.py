@@ -356,7 +356,7 @@ def test_request_permits_bound_count_and_bytes_first_come_first_served() -> None
 
 def test_connection_quotas_per_ip_overrides_and_validation() -> None:
     from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from
-    from storage.config import ConfigError
+    from config.registry import ConfigError
 
     def limits(**kw: object) -> Any:
         values = {"max.connections": 10, "max.connections.per.ip": 2, "max.connections.per.ip.overrides": ""}

@@ -125,7 +125,7 @@ def test_fetch_records_go_through_sendfile_in_process(zookeeper_server: Any, zk_
     ConnectionStats count sendfile bytes apart from the bytes sent with send()."""
     from broker.broker import Broker
     from clients.zookeeper_server import free_port
-    from storage.config import BrokerConfig
+    from config.registry import BrokerConfig
 
     port = free_port()
     config = BrokerConfig({"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{port}",

@@ -2,7 +2,7 @@
 
 Checked without a container engine: the compose file is parsed with PyYAML and its ``${VAR:-default}``
 variables are filled in as Compose does, every KAFKA_* variable must name a broker config of
-storage/config.py's REGISTRY (after the entrypoint's renaming), listeners, ports, volumes, health checks
+config/registry.py's REGISTRY (after the entrypoint's renaming), listeners, ports, volumes, health checks
 and the pipeline service must line up; the entrypoint script itself is run to render a
 server.properties, which the broker's own config loader must accept. tests/ops/test_compose.py runs the
 stack for real.
@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from storage.config import REGISTRY, BrokerConfig, read_properties
+from config.properties import read_properties
+from config.registry import REGISTRY, BrokerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -7,8 +7,9 @@ import uuid
 
 import pytest
 
+from config.properties import read_properties
 from storage.errors import LogDirOfflineError
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, InconsistentClusterIdError, LogManager, read_properties
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, InconsistentClusterIdError, LogManager
 from tests.storage.conftest import kv_batch, records_of, small_config
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.config import (
+from config.properties import parse_properties, read_properties
+from config.registry import (
     DOUBLE_MAX,
     INT64_MAX,
     REGISTRY,
@@ -22,9 +23,7 @@ from storage.config import (
     UpdateMode,
     broker_configs,
     format_value,
-    parse_properties,
     parse_value,
-    read_properties,
     topic_configs,
     validate,
 )
@@ -806,7 +805,7 @@ def test_read_properties_file_feeds_broker_config(tmp_path: Path) -> None:
 
 
 def test_module_needs_only_the_standard_library() -> None:
-    root = Path(__file__).resolve().parents[2]
-    code = f"import sys; sys.path.insert(0, {str(root)!r}); import storage.config"
+    root = Path(__file__).resolve().parents[1]
+    code = f"import sys; sys.path.insert(0, {str(root)!r}); import config.registry, config.properties"
     # -S: no site-packages, so any third-party import would fail.
     subprocess.run([sys.executable, "-S", "-c", code], check=True, cwd=root)

@@ -2,9 +2,9 @@
 
 Names, types, defaults, validators and dynamic-update modes are Apache Kafka's (3.9); the docs are
 ours. The broker (``server.properties``), DescribeConfigs / AlterConfigs / CreateTopics, the CLI and
-the generated docs all read ``REGISTRY``. Storage owns it because topic configs are log configs and
-storage is the lowest layer that needs them. Standard library only, no I/O except
-``read_properties``.
+the generated docs (``config/docs.py``) all read ``REGISTRY``. It is a bottom-layer package of its own,
+beside protocol/, because every layer reads configs: storage (log configs), the controller, the
+coordinators and the CLI. Standard library only, no I/O.
 
 Main pieces:
 
@@ -13,7 +13,6 @@ Main pieces:
 * ``BrokerConfig``: static properties plus dynamic (per-broker and cluster-default) layers.
 * ``LogConfig``: a topic's effective configuration, topic overrides over broker defaults through the
   synonym chain, with the source of every value for DescribeConfigs.
-* ``read_properties`` / ``parse_properties``: Java ``.properties`` files.
 
 Configs Kafka 4.0 removed are not defined as broker configs (``log.message.format.version``,
 ``log.message.timestamp.difference.max.ms``, ``log.message.downconversion.enable``,
@@ -29,7 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum, IntEnum
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -54,10 +52,8 @@ __all__ = [
     "between",
     "broker_configs",
     "format_value",
-    "parse_properties",
     "parse_value",
     "python_name",
-    "read_properties",
     "topic_configs",
     "validate",
 ]
@@ -1342,99 +1338,6 @@ class LogConfig:
 def _static_topic_default(defn: ConfigDef) -> tuple[Any, ConfigSource, str | None]:
     """A topic config's default with no broker config at hand (all broker configs at defaults)."""
     return _DEFAULT_BROKER.topic_default(defn.name)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Java .properties files
-# ---------------------------------------------------------------------------------------------------
-
-_WHITESPACE = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def read_properties(path: str | Path, encoding: str = "latin-1") -> dict[str, str]:
-    """Read a Java .properties file. Latin-1 by default, as Kafka's loader reads it (non-Latin
-    characters must be written as \\uXXXX escapes)."""
-    return parse_properties(Path(path).read_text(encoding=encoding))
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``Properties.load`` rules: ``#``/``!`` comments, ``key=value``, ``key: value`` or
-    ``key value``, backslash line continuation, and ``\\t \\n \\r \\f \\uXXXX`` escapes (a backslash
-    before any other character keeps that character). Later keys win. Values are not trimmed
-    at the end; Kafka trims when it parses them."""
-    result: dict[str, str] = {}
-    lines = re.split(r"\r\n|\r|\n", text)
-    index = 0
-    while index < len(lines):
-        line = lines[index].lstrip(_WHITESPACE)
-        index += 1
-        if not line or line[0] in "#!":
-            continue  # comment lines never continue, even ending in a backslash
-        while _continues(line):
-            line = line[:-1]
-            if index >= len(lines):
-                break
-            line += lines[index].lstrip(_WHITESPACE)
-            index += 1
-        key, value = _split_property(line)
-        result[_unescape(key)] = _unescape(value)
-    return result
-
-
-def _continues(line: str) -> bool:
-    """An odd number of trailing backslashes escapes the line end."""
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_property(line: str) -> tuple[str, str]:
-    escaped = False
-    key_end = len(line)
-    value_start = len(line)
-    has_separator = False
-    for pos, char in enumerate(line):
-        if not escaped and char in "=:":
-            key_end, value_start, has_separator = pos, pos + 1, True
-            break
-        if not escaped and char in _WHITESPACE:
-            key_end, value_start = pos, pos + 1
-            break
-        escaped = char == "\\" and not escaped
-    while value_start < len(line):
-        char = line[value_start]
-        if char not in _WHITESPACE:
-            if has_separator or char not in "=:":
-                break
-            has_separator = True
-        value_start += 1
-    return line[:key_end], line[value_start:]
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    pos = 0
-    while pos < len(text):
-        char = text[pos]
-        pos += 1
-        if char != "\\":
-            out.append(char)
-            continue
-        if pos >= len(text):
-            break  # a lone trailing backslash is dropped
-        char = text[pos]
-        pos += 1
-        if char == "u":
-            digits = text[pos : pos + 4]
-            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise ValueError(f"malformed \\uXXXX escape in properties text: {text!r}")
-            out.append(chr(int(digits, 16)))
-            pos += 4
-        else:
-            out.append(_ESCAPES.get(char, char))
-    return "".join(out)
 
 
 # The all-defaults broker, for topic defaults when no BrokerConfig is given. Built last, once every
