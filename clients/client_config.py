@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from clients.connection import UsageError
+from config.properties import read_properties
 
 __all__ = ["load_properties", "parse_bootstrap"]
 
@@ -25,22 +26,14 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 def load_properties(path: str | None) -> dict[str, str]:
-    """A Java-style .properties file (key=value or key: value, # and ! comments)."""
+    """A client .properties file (``--command-config``, ``--producer.config``), read by Java's rules;
+    values are trimmed, as Kafka's client config parsing trims them."""
     if not path:
         return {}
-    props: dict[str, str] = {}
     try:
-        text = open(path, encoding="utf-8").read()  # noqa: SIM115
+        props = read_properties(path)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                props[line[:i].strip()] = line[i + 1:].strip()
-                break
-        else:
-            props[line] = ""
-    return props
+    except ValueError as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+    return {k: v.strip() for k, v in props.items()}
