@@ -355,8 +355,12 @@ class PartitionLog:
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset, flush=False)
         if self.leader_epoch_cache.entries() != epochs_before:
             self._epoch_checkpoint_dirty = True
-        self._rebuild_producer_state(self._leo)
-        self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
+        # After a clean shutdown nothing above touched the snapshots: the listing made at the top
+        # still names them (one directory listing per log rather than three; deleting a snapshot
+        # the load removed already is a no-op).
+        snapshots = self.producer_state.snapshot_offsets(names) if had_clean_shutdown else None
+        self._rebuild_producer_state(self._leo, snapshot_offsets=snapshots)
+        self.producer_state.delete_snapshots_before(self._segments[0].base_offset, offsets=snapshots)
 
     def _remove_temp_files_and_collect_swaps(self, listing: list[str]) -> tuple[list[str], bool]:
         """(.swap logs to complete, whether any file was removed)."""
@@ -488,10 +492,10 @@ class PartitionLog:
                                                 completed.last_offset, lso))
             ps.complete_txn(completed)
 
-    def _rebuild_producer_state(self, up_to: int) -> None:
+    def _rebuild_producer_state(self, up_to: int, *, snapshot_offsets: list[int] | None = None) -> None:
         """Producer state after every batch below ``up_to``: latest snapshot, then replay batch headers."""
         ps = self.producer_state
-        snap = ps.load_latest_snapshot(up_to, self.clock())
+        snap = ps.load_latest_snapshot(up_to, self.clock(), offsets=snapshot_offsets)
         start = snap if snap is not None else (self._segments[0].base_offset if self._segments else 0)
         for seg in self._segments:
             if seg.base_offset >= up_to:

@@ -58,9 +58,10 @@ TopicPartition = tuple[str, int]
 # Threads for batches of small fsync'd writes (new logs, leader-epoch checkpoints of a LeaderAndIsr):
 # the file system commits concurrent fsyncs together, so thousands take about as long as unsynced writes.
 BATCH_IO_THREADS = 16
-# Threads loading logs at start: enough to overlap their system calls, few enough not to fight over
-# the interpreter lock.
-LOAD_THREADS = 4
+# Threads loading logs at start: Kafka's num.recovery.threads.per.data.dir default. Loading a cleanly
+# closed log is mostly Python; measured on 10,000 logs, 4 threads took 4-6 s and one thread 2.5 s (they
+# only fight over the interpreter lock).
+LOAD_THREADS = 1
 # Logs per load task.
 LOAD_CHUNK = 32
 
@@ -76,7 +77,7 @@ def run_batch(fn: Callable[[Any], None], items: Sequence[Any], *,
             return e
         return None
 
-    if len(items) < 8:
+    if len(items) < 8 or threads <= 1:
         return [one(item) for item in items]
     with ThreadPoolExecutor(min(threads, len(items)), thread_name_prefix="log-batch") as pool:
         return list(pool.map(one, items))
@@ -129,6 +130,7 @@ class LogManager:
         retention_check_interval_ms: int = 300_000,
         flush_offset_checkpoint_interval_ms: int = 60_000,
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
+        recovery_threads: int = LOAD_THREADS,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.broker_id = broker_id
@@ -140,6 +142,7 @@ class LogManager:
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_offset_checkpoint_interval_ms = flush_offset_checkpoint_interval_ms
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
+        self.recovery_threads = max(1, recovery_threads)
         self.offline_dirs: set[str] = set()
         self.had_clean_shutdown: dict[str, bool] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -288,11 +291,10 @@ class LogManager:
                 io_error_handler=self._log_io_error,
             )
 
-        # Logs load in parallel (Kafka: num.recovery.threads.per.data.dir); most of a load is file
-        # system calls, which run outside the interpreter lock.
+        # Logs load on recovery_threads threads (Kafka: num.recovery.threads.per.data.dir).
         # In chunks: a task per log would cost more in executor bookkeeping than most loads take.
         chunks = [found[i:i + LOAD_CHUNK] for i in range(0, len(found), LOAD_CHUNK)]
-        errors = run_batch(load, chunks, threads=LOAD_THREADS)
+        errors = run_batch(load, chunks, threads=self.recovery_threads)
         first_error = next((e for e in errors if e is not None), None)
         if first_error is not None:
             for lg in loaded.values():

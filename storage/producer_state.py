@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -233,12 +234,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.log_dir, filename_prefix(offset) + SNAPSHOT_SUFFIX)
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: Iterable[str] | None = None) -> list[int]:
+        """Offsets of the snapshot files, from ``names`` (a listing of the log dir the caller has just
+        made, saving a listing per log at start) or from the directory."""
         out = []
-        try:
-            names = os.listdir(self.log_dir)
-        except FileNotFoundError:
-            return []
+        if names is None:
+            try:
+                names = os.listdir(self.log_dir)
+            except FileNotFoundError:
+                return []
         for name in names:
             if name.endswith(SNAPSHOT_SUFFIX):
                 try:
@@ -291,13 +295,15 @@ class ProducerStateManager:
             entries.append(e)
         return entries
 
-    def load_latest_snapshot(self, max_offset: int, now_ms: int | None = None) -> int | None:
+    def load_latest_snapshot(self, max_offset: int, now_ms: int | None = None, *,
+                             offsets: list[int] | None = None) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset`` (deleting newer and corrupt ones).
 
+        ``offsets``: the snapshot offsets when the caller knows them (see snapshot_offsets).
         Returns its offset, or None when there is none (state starts empty).
         """
         self.reset(0)
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in reversed(self.snapshot_offsets() if offsets is None else offsets):
             path = self.snapshot_path(offset)
             if offset > max_offset:
                 _unlink(path)
@@ -329,8 +335,8 @@ class ProducerStateManager:
         if self.last_snapshot_offset > offset:
             self.last_snapshot_offset = -1
 
-    def delete_snapshots_before(self, offset: int) -> None:
-        for off in self.snapshot_offsets():
+    def delete_snapshots_before(self, offset: int, *, offsets: list[int] | None = None) -> None:
+        for off in self.snapshot_offsets() if offsets is None else offsets:
             if off < offset:
                 _unlink(self.snapshot_path(off))
 
