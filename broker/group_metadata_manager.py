@@ -460,7 +460,7 @@ class GroupMetadataManager:
     async def _append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
                       producer_epoch: int = -1, transactional: bool = False,
                       required_acks: int | None = None) -> tuple[int, int | None]:
-        acks = self.config.offsets_commit_required_acks if required_acks is None else required_acks
+        acks = -1 if required_acks is None else required_acks  # acks=all unless a caller says otherwise
         try:
             base = await self._log.append(partition, records, producer_id=producer_id, producer_epoch=producer_epoch,
                                           transactional=transactional, required_acks=acks)

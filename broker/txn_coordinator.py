@@ -47,6 +47,7 @@ from broker.txn_log_format import (
     encode_txn_value,
     partition_for,
 )
+from config.views import ConfigView, config_field
 from protocol.errors import ErrorCode
 from storage.clock import Clock, TimerHandle, as_clock
 
@@ -286,14 +287,17 @@ class MarkerSender(Protocol):
 
 
 @dataclass
-class TxnCoordinatorConfig:
-    num_partitions: int = 50
-    max_timeout_ms: int = 900_000
-    id_expiration_ms: int = 604_800_000
-    abort_interval_ms: int = 10_000
-    expire_interval_ms: int = 3_600_000
+class TxnCoordinatorConfig(ConfigView):
+    """The transaction coordinator's configs: a view of the registry (Kafka's TransactionStateManagerConfig)."""
+
+    num_partitions: int = config_field("transaction.state.log.num.partitions")
+    max_timeout_ms: int = config_field("transaction.max.timeout.ms")
+    id_expiration_ms: int = config_field("transactional.id.expiration.ms")
+    abort_interval_ms: int = config_field("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    expire_interval_ms: int = config_field("transaction.remove.expired.transaction.cleanup.interval.ms")
+    request_timeout_ms: int = config_field("request.timeout.ms")
+    # Not a Kafka config: the pause before resending WriteTxnMarkers to a leader that failed them.
     retry_backoff_s: float = 0.1
-    request_timeout_ms: int = 30_000
 
 
 @dataclass
@@ -310,7 +314,7 @@ class TransactionCoordinator:
         self.backend = backend
         self.markers = markers
         self.generate_producer_id = generate_producer_id
-        self.config = config or TxnCoordinatorConfig()
+        self.config = config or TxnCoordinatorConfig.from_config()
         self.time = as_clock(clock)
         self.clock = self.time.now_ms
         self._partition_count = partition_count
@@ -977,13 +981,7 @@ class BrokerMarkerSender:
 async def register(broker: Any) -> TransactionCoordinator:
     """Create the broker's transaction coordinator and follow ``__transaction_state`` leadership."""
     cfg = broker.config
-    config = TxnCoordinatorConfig(
-        num_partitions=cfg.get("transaction.state.log.num.partitions"),
-        max_timeout_ms=cfg.get("transaction.max.timeout.ms"),
-        id_expiration_ms=cfg.get("transactional.id.expiration.ms"),
-        abort_interval_ms=cfg.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-        expire_interval_ms=cfg.get("transaction.remove.expired.transaction.cleanup.interval.ms"),
-        request_timeout_ms=cfg.get("request.timeout.ms"))
+    config = TxnCoordinatorConfig.from_config(cfg)
     pids = broker.services["producer_ids"]
 
     def partition_count() -> int | None:

@@ -41,15 +41,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.views import lookup
 from controller import zk_data as zd
 from controller.alter_partition import AlterPartitionHandler
 from controller.channel import ControllerChannelManager, inter_broker_endpoint
 from controller.context import ControllerContext, ControllerStats, PartitionState, ReplicaState
 from controller.controller_config import (
-    CONTROLLER_CONFIG_DEFAULTS,
     ELECTION_PREFERRED,
     ELECTION_UNCLEAN,
-    as_bool,
 )
 from controller.election import Elector
 from controller.leader_balance import LeaderBalancer
@@ -138,13 +137,10 @@ class KafkaController:
     # Lifecycle
 
     def config(self, name: str) -> Any:
-        v = None
-        if self._config_getter is not None:
-            try:
-                v = self._config_getter(name)
-            except KeyError:
-                v = None
-        return CONTROLLER_CONFIG_DEFAULTS.get(name) if v is None else v
+        """The broker's typed value of ``name`` (a string from a plain mapping is parsed), else the
+        registry's default."""
+        getter = self._config_getter
+        return lookup(getter, name)
 
     @property
     def is_active(self) -> bool:
@@ -403,7 +399,7 @@ class KafkaController:
                 await self.reassignments.maybe_complete_reassignment(tp)
         await self.reassignments.process_reassign_znode()
 
-        if as_bool(self.config("auto.leader.rebalance.enable")):
+        if self.config("auto.leader.rebalance.enable"):
             self._rebalance_task = self.loop.create_task(self.leader_balance.rebalance_loop(self._generation),  # type: ignore[union-attr]
                                                          name=f"controller-{self.broker_id}-rebalance")
         log.info("controller %d: failover done, epoch %d: %d brokers, %d topics, %d partitions (%d offline)",

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NodeExistsError
 
+from config.registry import parse_value
 from controller import leader_election as le
 from controller import zk_data as zd
 from controller.context import PartitionState, ReplicaState
-from controller.controller_config import as_bool
 from controller.zk_client import ControllerMovedError
 from controller.zk_data import LeaderIsrAndControllerEpoch
 from protocol.errors import ErrorCode
@@ -43,10 +43,11 @@ class PartitionStateMachine:
     # -- Partition and replica state machines ------------------------------------------------------
 
     def unclean_enabled(self, topic_config: dict[str, str]) -> bool:
+        # A topic override (a string from its ZooKeeper config node) wins over the broker's value.
         v = topic_config.get("unclean.leader.election.enable")
         if v is None:
-            return as_bool(self._ctl.config("unclean.leader.election.enable"))
-        return as_bool(v)
+            return bool(self._ctl.config("unclean.leader.election.enable"))
+        return bool(parse_value("unclean.leader.election.enable", v))
 
     async def trigger_online_partition_state_change(self, partitions: Iterable[TopicPartition] | None = None,
                                                      *, force_unclean: bool = False) -> dict[TopicPartition, int]:

@@ -19,7 +19,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from controller.context import PartitionState, ReplicaState
-from controller.controller_config import as_bool
 
 if TYPE_CHECKING:
     from controller.controller import KafkaController, TopicPartition
@@ -51,7 +50,7 @@ class TopicDeletionManager:
         wanted = [t for t in topics if t in ctx.all_topics and t not in ctx.topics_to_delete]
         if not wanted:
             return
-        if not as_bool(self._ctl.config("delete.topic.enable")):
+        if not self._ctl.config("delete.topic.enable"):
             log.info("controller %d: removing deletion markers for %s: delete.topic.enable is false", self._ctl.broker_id,
                      wanted)
             await self._ctl._zk(self._ctl.zk.remove_topic_deletions, wanted, ctx.epoch_zk_version)

@@ -300,7 +300,7 @@ def test_preferred_election(zk_connect: str) -> None:
 
 def test_auto_leader_rebalance(zk_connect: str) -> None:
     async def main() -> None:
-        cfg = {"auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 0.2}
+        cfg = {"auto.leader.rebalance.enable": True, "leader.imbalance.check.interval.seconds": 1}
         async with cluster(zk_connect, [1, 2], controllers=[2], config=cfg) as c:
             ctl = await c.active()
             await c.create_topic("r", 1, 2, assignment={0: [1, 2]})

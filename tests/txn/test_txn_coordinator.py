@@ -80,7 +80,7 @@ def run(test: Callable[[TransactionCoordinator, FakeLog, FakeMarkers, Clock], Aw
         async def gen() -> int:
             return next(pids)
 
-        cfg = config or TxnCoordinatorConfig(num_partitions=1, retry_backoff_s=0.001,
+        cfg = config or TxnCoordinatorConfig.from_config(num_partitions=1, retry_backoff_s=0.001,
                                              abort_interval_ms=3_600_000, expire_interval_ms=3_600_000)
         c = TransactionCoordinator(backend, markers, gen, cfg, clock=clock)
         await c.start()
@@ -319,7 +319,7 @@ def test_unload_stops_marker_work() -> None:
 
 
 def test_transactional_id_expiration() -> None:
-    cfg = TxnCoordinatorConfig(num_partitions=1, id_expiration_ms=1000, abort_interval_ms=3_600_000,
+    cfg = TxnCoordinatorConfig.from_config(num_partitions=1, id_expiration_ms=1000, abort_interval_ms=3_600_000,
                                expire_interval_ms=3_600_000)
 
     async def t(c: TransactionCoordinator, lg: FakeLog, mk: FakeMarkers, clock: Clock) -> None:

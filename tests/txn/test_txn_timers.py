@@ -30,7 +30,7 @@ def test_periodic_abort_runs_on_the_clock_and_fences_the_producer() -> None:
         async def gen() -> int:
             return next(pids)
 
-        cfg = TxnCoordinatorConfig(num_partitions=1, retry_backoff_s=0.001, abort_interval_ms=10_000,
+        cfg = TxnCoordinatorConfig.from_config(num_partitions=1, retry_backoff_s=0.001, abort_interval_ms=10_000,
                                    expire_interval_ms=3_600_000)
         c = TransactionCoordinator(FakeLog(), markers, gen, cfg, clock=clock)
         await c.start()
