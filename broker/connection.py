@@ -21,14 +21,13 @@ import asyncio
 import logging
 import os
 import socket
-import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from broker.rate_limited_log import RateLimitedLog
 from broker.request_queue import RequestPermits
 from protocol.exceptions import FrameTooLargeError, ProtocolError
-from protocol.framing import check_frame_size
+from protocol.framing import frame_size
 from protocol.schema import FileRegion
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,6 @@ log = logging.getLogger(__name__)
 limited_log = RateLimitedLog(log)
 invalid_request_log = RateLimitedLog(log, burst=20)
 
-_SIZE = struct.Struct(">i")
 # The read buffer every connection keeps: enough for the size prefix and most small requests in one
 # receive. Bigger requests are read straight into a buffer of their own size.
 _READ_BUFFER = 4096
@@ -132,8 +130,7 @@ class Connection:
                     raise ConnectionClosed(f"{e} after {self._end - self._start} bytes of a size prefix",
                                            mid_request=True) from None
                 raise
-        (size,) = _SIZE.unpack_from(self._buf, self._start)
-        check_frame_size(size, self.max_request_bytes)
+        size = frame_size(self._view[self._start:self._start + 4], self.max_request_bytes)
         self._start += 4
         # Waiting for a permit is not idleness: the client did send a request.
         self.in_flight = True

@@ -1,9 +1,14 @@
 """Kafka's framing: every request and response is a 4-byte big-endian size followed by that many bytes.
 
-This is the one framing implementation, for both directions: the broker's server connections read
-requests with it and every outgoing connection (``protocol/client_connection.py``) reads responses
-with it. Sans-I/O: ``FrameReader`` takes bytes as they arrive and hands back complete frames; the
-caller decides what to do with a ``FrameTooLargeError`` (Kafka logs and closes the connection).
+This is the one framing implementation, for both directions. Every outgoing connection
+(``protocol/client_connection.py``) reads responses with ``FrameReader``. The broker's server
+connections (``broker/connection.py``) decode and check each size prefix with ``frame_size`` but
+keep their own receive loop: they read one request at a time (Kafka mutes a channel until its
+response is sent), take a ``queued.max.requests`` permit as soon as a size is known and before any
+memory is allocated for the body, and keep only a few KiB per idle connection — none of which a
+reader that splits out every buffered frame at once can do. Sans-I/O: ``FrameReader`` takes bytes
+as they arrive and hands back complete frames; the caller decides what to do with a
+``FrameTooLargeError`` (Kafka logs and closes the connection).
 
 Two ways to give it bytes:
 
