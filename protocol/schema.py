@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.exceptions import ProtocolError
 from protocol.varint import decode_unsigned_varint, encode_unsigned_varint
@@ -139,6 +139,11 @@ class Struct:
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+
+    if TYPE_CHECKING:
+        # The fields are generated from Kafka's JSON schemas at import time; to a type checker every
+        # field is Any, and an unknown name fails in tests instead.
+        def __getattr__(self, name: str) -> Any: ...
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -848,6 +853,10 @@ class MessageType:
 
     def __call__(self, **kwargs: Any) -> Struct:
         return self.cls(**kwargs)
+
+    if TYPE_CHECKING:
+        # Nested struct classes (``MetadataResponse.MetadataResponseTopic``) are set per schema.
+        def __getattr__(self, name: str) -> Any: ...
 
     def is_flexible(self, version: int) -> bool:
         return _in(self.flexible_versions, version)
