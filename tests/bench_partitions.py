@@ -14,8 +14,10 @@ when it exits). Run: ``python -m tests.bench_partitions`` (a few minutes).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
+from datetime import datetime
 
 from clients.devcluster import LocalCluster, wait_for_port
 from tests.integration import partition_fleet as pf
@@ -39,6 +41,38 @@ def _idle_fds(broker: pf.BrokerProcess) -> int:
     return last
 
 
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] \w+ \S+: (.*)$")
+
+
+def _phases(log_text: str, led_at: float) -> list[tuple[str, float]]:
+    """The restart's phases from the broker log (and ``led_at``, the wall-clock time Metadata showed
+    every partition led): (name, seconds), in order."""
+    marks: dict[str, float] = {}
+    for line in log_text.splitlines():
+        m = _STAMP.match(line)
+        if not m:
+            continue
+        t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        msg = m.group(2)
+        marks.setdefault("first line", t)
+        if msg.startswith("loaded ") and " logs in " in msg:
+            marks["logs loaded"] = t
+        elif "starting failover" in msg:
+            marks["failover started"] = t
+        elif "failover done" in msg:
+            marks["failover done"] = t
+    order = ["first line", "logs loaded", "failover started", "failover done"]
+    names = {"logs loaded": "first log line to logs loaded", "failover started": "registration + election",
+             "failover done": "controller failover"}
+    out = []
+    for a, b in zip(order, order[1:], strict=False):
+        if a in marks and b in marks:
+            out.append((names[b], marks[b] - marks[a]))
+    if "failover done" in marks:
+        out.append(("LeaderAndIsr + UpdateMetadata until all led", led_at - marks["failover done"]))
+    return out
+
+
 def main() -> int:
     overrides = {"zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "1",
                  "auto.leader.rebalance.enable": "false"}
@@ -55,12 +89,15 @@ def main() -> int:
         assert broker.stop(timeout=300) == 0, "clean stop"
         profile = os.environ.get("KAFKETTE_PROFILE")
         t0 = time.monotonic()
+        log_offset = len(broker.log_text())
         broker.start(wait=False)
         assert broker.process is not None
         wait_for_port(broker.host, broker.port, 300, broker.process)
         listening_s = time.monotonic() - t0
         pf.wait_all_led(cluster.bootstrap, fleet, 600)
         restart_s = time.monotonic() - t0
+        led_at = time.time()
+        phases = _phases(broker.log_text()[log_offset:], led_at)
         got = pf.read_sample(cluster.bootstrap, fleet)
         assert got == fleet.written, "the sampled records read back after the restart"
         fds_restarted = _idle_fds(broker)
@@ -74,6 +111,8 @@ def main() -> int:
     print(f"open descriptors at idle: {fds_created} after creation, {fds_restarted} after the restart = "
           f"{per_partition:.2f} per partition; goal <= {FDS_PER_PARTITION_GOAL} + connections: "
           f"{'met' if per_partition <= FDS_PER_PARTITION_GOAL else 'NOT met'}")
+    if phases:
+        print("phases (broker log): " + ", ".join(f"{name} {sec:.1f}s" for name, sec in phases))
     if profile:
         print(f"profile of the restarted broker: {profile}")
     if trouble:
