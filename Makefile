@@ -8,7 +8,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed
 SYSSTAMP := .cache/.sysdeps
 
-.PHONY: install sysdeps run test test-slow compose-test bench lint clean
+.PHONY: install sysdeps run test test-slow compose-test bench lint typecheck clean
 
 $(SYSSTAMP):
 	@mkdir -p .cache
@@ -28,7 +28,10 @@ install: $(STAMP)
 run: install
 	$(PY) -m clients.devcluster
 
+# Lint and type check first: a failure there stops the run before any test starts.
 test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # The compose test runs last, and also when the others failed.
@@ -46,6 +49,10 @@ bench: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+
+# mypy reads its file list and per-package strictness from pyproject.toml ([tool.mypy]).
+typecheck: install
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info
