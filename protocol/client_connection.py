@@ -207,7 +207,8 @@ class ClientConnection:
 
     def version(self, api_key: int, cap: int | None = None) -> int:
         """The highest version of ``api_key`` both sides implement (at most ``cap`` / the configured cap)."""
-        ours = SUPPORTED.get(api_key)  # type: ignore[call-overload]
+        # ApiKey is an IntEnum, so a plain int finds its member; the dict's declared key type hides that.
+        ours: tuple[int, int, str] | None = SUPPORTED.get(api_key)  # type: ignore[call-overload]
         if ours is None:
             raise NoCommonVersionError(f"this client does not implement api key {api_key}")
         lo, hi = ours[0], ours[1]

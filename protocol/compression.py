@@ -24,7 +24,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from enum import IntEnum
 
 import cramjam
@@ -85,7 +85,7 @@ def compress(codec: int, data: bytes | bytearray | memoryview, *, level: int | N
     if codec == CompressionType.SNAPPY:
         return _xerial_encode(data)
     if codec == CompressionType.LZ4:
-        return lz4.frame.compress(
+        frame: bytes = lz4.frame.compress(  # lz4 ships no type information
             data,
             compression_level=0 if level is None else level,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
@@ -93,6 +93,7 @@ def compress(codec: int, data: bytes | bytearray | memoryview, *, level: int | N
             content_checksum=False,
             store_size=False,
         )
+        return frame
     if codec == CompressionType.ZSTD:
         return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
     raise ValueError(f"unknown compression codec id {codec!r}")
@@ -162,6 +163,8 @@ def iter_decompress(
     one lz4 frame, anything after it ignored: ``IgnoredTrailingData`` ends such a stream, to say how
     many bytes were left unread.
     """
+    # A generator, not just an iterator: the finally below closes it, which runs the codec's own cleanup.
+    gen: Generator[bytes, None, None]
     if codec == CompressionType.GZIP:
         gen = _gzip_stream(data, chunk_size, single_frame)
     elif codec == CompressionType.SNAPPY:
@@ -171,7 +174,7 @@ def iter_decompress(
     elif codec == CompressionType.ZSTD:
         gen = _zstd_stream(data, chunk_size, single_frame)
     elif codec == CompressionType.NONE:
-        gen = iter((bytes(data),))
+        gen = (chunk for chunk in (bytes(data),))
     else:
         raise DecompressionError(f"unknown compression codec id {codec}")
     total = 0
@@ -200,7 +203,7 @@ def _codec_name(codec: int) -> str:
         return f"codec {codec}"
 
 
-def _gzip_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Iterator[bytes]:
+def _gzip_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Generator[bytes, None, None]:
     rest: bytes | memoryview = memoryview(data)
     while True:
         # 16 + MAX_WBITS: gzip wrapper only, as Kafka specifies.
@@ -241,7 +244,7 @@ def _snappy_raw(block: bytes | memoryview, limit: int) -> bytes:
 
 
 def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit: int,
-                   single: bool) -> Iterator[bytes]:
+                   single: bool) -> Generator[bytes, None, None]:
     # Raw snappy holds its length up front and xerial blocks are at most 32 KiB of input each
     # (snappy-java's writer); a block's declared length is checked before it is decoded, so no
     # block can make us allocate more than the bound of the whole stream allows.
@@ -271,7 +274,7 @@ def _snappy_stream(data: bytes | bytearray | memoryview, chunk_size: int, limit:
         pos += size
 
 
-def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Iterator[bytes]:
+def _lz4_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Generator[bytes, None, None]:
     rest: bytes | memoryview = memoryview(data)
     # Kafka's Lz4BlockInputStream refuses frames of dependent (linked) blocks, and reads one frame.
     if len(rest) >= 5 and not rest[4] & 0x20:
@@ -295,7 +298,7 @@ _ZSTD_BLOCK_MAX = 128 * 1024
 _UINT32_LE = struct.Struct("<I")
 
 
-def _zstd_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Iterator[bytes]:
+def _zstd_stream(data: bytes | bytearray | memoryview, chunk_size: int, single: bool) -> Generator[bytes, None, None]:
     # zstandard's decompressobj has no output bound and its stream_reader stops silently at a
     # truncated frame. So we walk the frame's block headers ourselves (each block says how much it
     # can produce: raw and RLE blocks their size, compressed ones at most 128 KiB) and feed the

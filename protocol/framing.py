@@ -41,7 +41,7 @@ def frame_size(prefix: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_
     """Decode and check a 4-byte size prefix."""
     if len(prefix) < 4:
         raise ProtocolError(f"size prefix of {len(prefix)} bytes")
-    (size,) = _SIZE.unpack_from(prefix, 0)
+    size: int = _SIZE.unpack_from(prefix, 0)[0]
     check_frame_size(size, max_bytes)
     return size
 

@@ -154,7 +154,7 @@ def encode_response_bytes(api_key: int, api_version: int, correlation_id: int, b
 def api_versions_body(error_code: int = 0, throttle_time_ms: int = 0) -> Struct:
     """The ApiVersions response body, built from the one version table."""
     mt = response_type(ApiKey.API_VERSIONS)
-    keys = [mt.ApiVersion(api_key=k, min_version=lo, max_version=hi)  # type: ignore[attr-defined]
+    keys = [mt.ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, lo, hi in advertised()]
     return mt(error_code=error_code, api_keys=keys, throttle_time_ms=throttle_time_ms)
 

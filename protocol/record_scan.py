@@ -48,7 +48,8 @@ class RecordScan(NamedTuple):
 class RecordSummary(NamedTuple):
     """One record's fields that validation reports on (the slow path)."""
 
-    index: int
+    # Named as Kafka's RecordError.batchIndex is reported; it shadows tuple.index, which nothing calls.
+    index: int  # type: ignore[assignment]
     timestamp_delta: int
     offset_delta: int
     key_size: int

@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from mmap import mmap
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import crc32c
 
@@ -316,7 +316,8 @@ class BatchView:
 
     @property
     def base_offset(self) -> int:
-        return _INT64.unpack_from(self.buf, self.pos)[0]
+        value: int = _INT64.unpack_from(self.buf, self.pos)[0]
+        return value
 
     @property
     def batch_length(self) -> int:
@@ -324,7 +325,8 @@ class BatchView:
 
     @property
     def partition_leader_epoch(self) -> int:
-        return _INT32.unpack_from(self.buf, self.pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
+        value: int = _INT32.unpack_from(self.buf, self.pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
+        return value
 
     @property
     def magic(self) -> int:
@@ -333,39 +335,48 @@ class BatchView:
     @property
     def crc(self) -> int:
         """The stored CRC (unsigned)."""
-        return _UINT32.unpack_from(self.buf, self.pos + CRC_OFFSET)[0]
+        value: int = _UINT32.unpack_from(self.buf, self.pos + CRC_OFFSET)[0]
+        return value
 
     @property
     def attributes(self) -> int:
-        return _INT16.unpack_from(self.buf, self.pos + ATTRIBUTES_OFFSET)[0]
+        value: int = _INT16.unpack_from(self.buf, self.pos + ATTRIBUTES_OFFSET)[0]
+        return value
 
     @property
     def last_offset_delta(self) -> int:
-        return _INT32.unpack_from(self.buf, self.pos + LAST_OFFSET_DELTA_OFFSET)[0]
+        value: int = _INT32.unpack_from(self.buf, self.pos + LAST_OFFSET_DELTA_OFFSET)[0]
+        return value
 
     @property
     def base_timestamp(self) -> int:
-        return _INT64.unpack_from(self.buf, self.pos + BASE_TIMESTAMP_OFFSET)[0]
+        value: int = _INT64.unpack_from(self.buf, self.pos + BASE_TIMESTAMP_OFFSET)[0]
+        return value
 
     @property
     def max_timestamp(self) -> int:
-        return _INT64.unpack_from(self.buf, self.pos + MAX_TIMESTAMP_OFFSET)[0]
+        value: int = _INT64.unpack_from(self.buf, self.pos + MAX_TIMESTAMP_OFFSET)[0]
+        return value
 
     @property
     def producer_id(self) -> int:
-        return _INT64.unpack_from(self.buf, self.pos + PRODUCER_ID_OFFSET)[0]
+        value: int = _INT64.unpack_from(self.buf, self.pos + PRODUCER_ID_OFFSET)[0]
+        return value
 
     @property
     def producer_epoch(self) -> int:
-        return _INT16.unpack_from(self.buf, self.pos + PRODUCER_EPOCH_OFFSET)[0]
+        value: int = _INT16.unpack_from(self.buf, self.pos + PRODUCER_EPOCH_OFFSET)[0]
+        return value
 
     @property
     def base_sequence(self) -> int:
-        return _INT32.unpack_from(self.buf, self.pos + BASE_SEQUENCE_OFFSET)[0]
+        value: int = _INT32.unpack_from(self.buf, self.pos + BASE_SEQUENCE_OFFSET)[0]
+        return value
 
     @property
     def records_count(self) -> int:
-        return _INT32.unpack_from(self.buf, self.pos + RECORDS_COUNT_OFFSET)[0]
+        value: int = _INT32.unpack_from(self.buf, self.pos + RECORDS_COUNT_OFFSET)[0]
+        return value
 
     # --- derived values ---------------------------------------------------------------------------
 
@@ -508,11 +519,11 @@ class BatchView:
 
     def set_base_offset(self, offset: int) -> None:
         """Assign offsets (outside the CRC, so the CRC stays valid)."""
-        _INT64.pack_into(self.buf, self.pos + BASE_OFFSET_OFFSET, offset)  # type: ignore[arg-type]
+        _INT64.pack_into(self.buf, self.pos + BASE_OFFSET_OFFSET, offset)
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
         """Stamp the leader epoch (outside the CRC)."""
-        _INT32.pack_into(self.buf, self.pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)  # type: ignore[arg-type]
+        _INT32.pack_into(self.buf, self.pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
     def set_max_timestamp(self, timestamp_type: TimestampType, max_timestamp: int) -> None:
         """Set the timestamp type bit and maxTimestamp, then recompute the CRC.
@@ -531,8 +542,8 @@ class BatchView:
         else:
             attributes &= ~TIMESTAMP_TYPE_MASK
         buf = self.buf
-        _INT16.pack_into(buf, self.pos + ATTRIBUTES_OFFSET, attributes)  # type: ignore[arg-type]
-        _INT64.pack_into(buf, self.pos + MAX_TIMESTAMP_OFFSET, max_timestamp)  # type: ignore[arg-type]
+        _INT16.pack_into(buf, self.pos + ATTRIBUTES_OFFSET, attributes)
+        _INT64.pack_into(buf, self.pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
         self.update_crc()
 
     def set_log_append_time(self, timestamp: int) -> None:
@@ -541,7 +552,7 @@ class BatchView:
 
     def update_crc(self) -> None:
         """Recompute and store the CRC after changing bytes it covers."""
-        _UINT32.pack_into(self.buf, self.pos + CRC_OFFSET, self.compute_crc())  # type: ignore[arg-type]
+        _UINT32.pack_into(self.buf, self.pos + CRC_OFFSET, self.compute_crc())
 
     # --- records ----------------------------------------------------------------------------------
 
@@ -957,7 +968,7 @@ class BatchBuilder:
 
 
 def build_batch(
-    records: Iterable[NewRecord | tuple],
+    records: Iterable[NewRecord | tuple[Any, ...]],
     *,
     base_offset: int = 0,
     compression: CompressionType | int = CompressionType.NONE,

@@ -44,7 +44,8 @@ _VERSIONS_RE = re.compile(r"^(\d+)(?:(\+)|-(\d+))?$")
 
 
 def _load_json_text(text: str) -> dict[str, Any]:
-    return json.loads(_COMMENT.sub("", text))
+    doc: dict[str, Any] = json.loads(_COMMENT.sub("", text))
+    return doc
 
 
 # Kafka 4 dropped Produce v0-2 from its schemas but still advertises them (KAFKA-18659); their fields
@@ -243,7 +244,9 @@ def _build_struct(name: str, fields_json: list[dict[str, Any]], common: dict[str
 
 def _make_struct_class(spec: StructSpec, qualname: str) -> type[Struct]:
     names = tuple(f.name for f in spec.fields)
-    args, body, env = [], [], {"_MISSING": _MISSING}
+    args: list[str] = []
+    body: list[str] = []
+    env: dict[str, object] = {"_MISSING": _MISSING}
     for i, f in enumerate(spec.fields):
         d = f.default_spec
         if f.type == "array" and d == []:
@@ -944,7 +947,8 @@ def encode_versioned(mt: MessageType, msg: Struct, version: int) -> bytes:
 def record_version(buf: Any) -> int:
     if len(buf) < 2:
         raise ProtocolError("record shorter than its version prefix")
-    return struct.unpack_from(">h", buf, 0)[0]
+    version: int = struct.unpack_from(">h", buf, 0)[0]
+    return version
 
 
 def decode_versioned(mt: MessageType, buf: Any, version: int | None = None) -> tuple[int, Struct]:
