@@ -61,7 +61,9 @@ def parse_kv(items: Iterable[str] | None, what: str = "property") -> dict[str, s
 
 def split_config_list(text: str) -> list[str]:
     """Split on commas outside square brackets (kafka-configs' ``k=[a,b],k2=c``)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             depth += 1

@@ -106,7 +106,7 @@ def _names(client: WireClient, rtype: int, name: str | None, default: bool) -> l
 
 
 def describe(client: WireClient, args: argparse.Namespace, rtype: int, name: str | None, default: bool) -> int:
-    out = []
+    out: list[dict[str, Any]] = []
     for n in _names(client, rtype, name, default):
         node = None
         if default:
@@ -153,7 +153,7 @@ def alter(client: WireClient, args: argparse.Namespace, rtype: int, name: str, t
             raise KafkaWireError(8, f"Broker {name} is not in the cluster.")
     if rtype == RESOURCE_BROKER and to_set:
         # The broker's own list of configs says which names exist and which can change at runtime.
-        node = int(name) if name else client.refresh([]).controller_id
+        node: int | None = int(name) if name else client.refresh([]).controller_id
         known = {c.name: c for c in client.describe_configs(RESOURCE_BROKER, str(node), node=node)}
         unknown = sorted(k for k in to_set if k not in known)
         if unknown:

@@ -13,7 +13,8 @@ import sys
 from typing import Any
 
 from clients.cmd_common import UsageError
-from protocol.records import CompressionType, CorruptRecordError, iter_batches
+from protocol.exceptions import CorruptRecordError
+from protocol.records import CompressionType, iter_batches
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")

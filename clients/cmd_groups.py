@@ -171,7 +171,8 @@ def describe(client: WireClient, args: argparse.Namespace, groups: list[str],
         committed = client.committed_offsets(gid)
         tps = sorted(set(committed) | set(owner))
         if topics:
-            tps = [tp for tp in tps if tp[0] in topics and (topics[tp[0]] is None or tp[1] in topics[tp[0]])]
+            tps = [tp for tp in tps
+                   if tp[0] in topics and ((wanted := topics[tp[0]]) is None or tp[1] in wanted)]
         live_topics = client.topics(sorted({t for t, _ in tps})) if tps else {}
         tps = [tp for tp in tps if tp[0] in live_topics and live_topics[tp[0]].error_code == 0
                and tp[1] in live_topics[tp[0]].partitions]

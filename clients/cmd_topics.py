@@ -163,7 +163,7 @@ def describe(client: WireClient, args: argparse.Namespace) -> int:
     live = set(client.cluster.brokers) if client.cluster else set()
     filtered = (args.under_replicated_partitions or args.unavailable_partitions or args.under_min_isr_partitions
                 or args.at_min_isr_partitions)
-    data = []
+    data: list[dict[str, Any]] = []
     for name, t in topics.items():
         overrides, min_isr = _topic_configs(client, name)
         if args.topics_with_overrides and not overrides:

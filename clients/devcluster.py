@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from clients.zookeeper_server import ZooKeeperServer, free_port
 
@@ -92,7 +93,7 @@ class BrokerProcess:
         self.metrics_port = int(props["metrics.port"])
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.process: subprocess.Popen[bytes] | None = None
-        self._log = None
+        self._log: BinaryIO | None = None
 
     @property
     def bootstrap(self) -> str:

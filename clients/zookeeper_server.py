@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 CONF_DIR = "/etc/zookeeper/conf_example"
@@ -75,7 +76,7 @@ class ZooKeeperServer:
         self.java = java or shutil.which("java") or "java"
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
         self._paused = False
 
     # ------------------------------------------------------------------ properties

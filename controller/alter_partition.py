@@ -128,12 +128,12 @@ class AlterPartitionHandler:
         topics_out = []
         for topic_id, rows in order:
             parts = []
-            for pidx, tp in rows:
-                if tp is None:
+            for pidx, row_tp in rows:
+                if row_tp is None:
                     parts.append(resp_t.PartitionData(partition_index=pidx, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                                       leader_id=-1, leader_epoch=-1, isr=[], partition_epoch=-1))
                     continue
-                code, st = results[tp]
+                code, st = results[row_tp]
                 if st is None:
                     parts.append(resp_t.PartitionData(partition_index=pidx, error_code=code, leader_id=-1,
                                                       leader_epoch=-1, isr=[], partition_epoch=-1))

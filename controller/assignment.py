@@ -84,7 +84,8 @@ def assign_replicas(brokers: Iterable[BrokerInfo | int], partitions: int, replic
     if replication_factor > len(infos):
         raise AssignmentError(f"Replication factor: {replication_factor} larger than available brokers: "
                               f"{len(infos)}.")
-    rng = rng or random
+    # Without a generator of its own, the module-level one (random.randrange is its bound method).
+    randrange = rng.randrange if rng is not None else random.randrange
     if all(rack is None for _, rack in infos):
         ordered = [b for b, _ in infos]
         rack_of: dict[int, str] | None = None
@@ -96,8 +97,8 @@ def assign_replicas(brokers: Iterable[BrokerInfo | int], partitions: int, replic
         ordered = rack_alternated_brokers(rack_of)
     n = len(ordered)
     if start_index is None or start_index < 0:
-        start = rng.randrange(n)
-        shift = rng.randrange(n) if next_replica_shift is None or next_replica_shift < 0 else next_replica_shift
+        start = randrange(n)
+        shift = randrange(n) if next_replica_shift is None or next_replica_shift < 0 else next_replica_shift
     else:
         start = start_index
         shift = start_index if next_replica_shift is None or next_replica_shift < 0 else next_replica_shift

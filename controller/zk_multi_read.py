@@ -34,11 +34,16 @@ MAX_REQUEST_BYTES = 256 * 1024
 GetDataResult = tuple[bytes, ZnodeStat] | Exception
 
 
-class MultiRead(NamedTuple):
-    """getData of every path (already chrooted), no watches."""
-
+class _MultiReadFields(NamedTuple):
     paths: tuple[str, ...]
 
+
+class MultiRead(_MultiReadFields):
+    """getData of every path (already chrooted), no watches."""
+
+    __slots__ = ()
+    # The opcode kazoo's handler writes in the request header: a class attribute, as on kazoo's own
+    # request tuples (a NamedTuple body may only declare fields, hence the base class above).
     type = MULTI_READ_OPCODE
 
     def serialize(self) -> bytearray:

@@ -61,7 +61,7 @@ def read_slice(spark: SparkSession, bootstrap_servers: str, spec: dict[str, Any]
     ).select("topic", "partition", "offset", "timestamp_ms", "e.*").cache()
     rows.createOrReplaceTempView("batch_page_views")
 
-    ranges = {}
+    ranges: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows.groupBy("topic", "partition").agg(
             F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("n"),
             F.min("timestamp_ms").alias("min_ts"), F.max("timestamp_ms").alias("max_ts")).collect():

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
-def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0) -> list[tuple[str, dict[str, Any]]]:
+def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0) -> list[tuple[str | None, dict[str, Any]]]:
     """Every record of ``topic`` from the beginning to its current end: ``(key, decoded JSON value)``."""
     from kafka import KafkaConsumer, TopicPartition
 
@@ -28,7 +28,7 @@ def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0) -> lis
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         end = consumer.end_offsets(tps)
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str | None, dict[str, Any]]] = []
         while any(consumer.position(tp) < end[tp] for tp in tps):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic}: at {[consumer.position(tp) for tp in tps]} of {end}")
