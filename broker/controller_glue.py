@@ -278,4 +278,5 @@ async def controlled_shutdown(broker: Broker) -> None:
         await client.start()
         broker.services["controller_client"] = client
     await client.controlled_shutdown_until_done(
-        broker.broker_epoch, max_retries=broker.config.get("controlled.shutdown.max.retries"))
+        broker.broker_epoch, max_retries=broker.config.get("controlled.shutdown.max.retries"),
+        retry_backoff_ms=broker.config.get("controlled.shutdown.retry.backoff.ms"))

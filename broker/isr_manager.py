@@ -40,8 +40,10 @@ class IsrManager:
         from controller.client import InterBrokerClient
 
         assert self.broker.zk is not None
+        # Kafka's AlterPartitionManager in ZooKeeper mode uses the controller channel's listener: the
+        # control plane when control.plane.listener.name is set, else the inter-broker listener.
         self.client = InterBrokerClient(self.broker.zk, self.broker.broker_id, asyncio.get_running_loop(),
-                                        listener_name=self.broker.inter_broker_listener)
+                                        listener_name=self.broker.controller_listener)
         await self.client.start()
         self._task = asyncio.ensure_future(self._shrink_loop())
 
