@@ -271,7 +271,8 @@ class KafkaController:
             if name == "topic_deletion":
                 return await self.topic_deletion.process_deletion_znode()
             if name == "partition_modification":
-                return await self._process_partition_modification(payload)
+                # The payload is the topic whose partitions znode changed (see _watcher).
+                return await self._process_partition_modification(str(payload))
             if name == "isr_change":
                 return await self._process_isr_change()
             if name == "config_change":
@@ -494,15 +495,15 @@ class KafkaController:
             um_t = request_type(ApiKey.UPDATE_METADATA)
             by_topic_um: dict[str, list[Struct]] = {}
             for tp in sorted(batch.update_metadata_partitions):
-                st = ctx.leadership.get(tp)
-                a = ctx.assignments.get(tp)
-                if st is None or a is None:
+                um_state = ctx.leadership.get(tp)
+                um_assignment = ctx.assignments.get(tp)
+                if um_state is None or um_assignment is None:
                     continue
-                leader = zd.LEADER_DURING_DELETE if ctx.is_topic_queued_for_deletion(tp[0]) else st.leader
+                leader = zd.LEADER_DURING_DELETE if ctx.is_topic_queued_for_deletion(tp[0]) else um_state.leader
                 by_topic_um.setdefault(tp[0], []).append(um_t.UpdateMetadataPartitionState(
-                    partition_index=tp[1], controller_epoch=st.controller_epoch, leader=leader,
-                    leader_epoch=st.leader_epoch, isr=list(st.isr), zk_version=st.zk_version,
-                    replicas=list(a.replicas), offline_replicas=[]))
+                    partition_index=tp[1], controller_epoch=um_state.controller_epoch, leader=leader,
+                    leader_epoch=um_state.leader_epoch, isr=list(um_state.isr), zk_version=um_state.zk_version,
+                    replicas=list(um_assignment.replicas), offline_replicas=[]))
             topic_states = [um_t.UpdateMetadataTopicState(topic_name=t, topic_id=ctx.topic_ids.get(t, zd.ZERO_UUID),
                                                            partition_states=ps) for t, ps in by_topic_um.items()]
             live = [um_t.UpdateMetadataBroker(
@@ -520,19 +521,19 @@ class KafkaController:
                 self.channel.send(broker, ApiKey.UPDATE_METADATA, body, self._on_update_metadata_response)
 
         sr_t = request_type(ApiKey.STOP_REPLICA)
-        for broker, parts in sorted(batch.stop_replica.items()):
+        for broker, stops in sorted(batch.stop_replica.items()):
             by_topic_sr: dict[str, list[Struct]] = {}
-            for (t, p), delete in sorted(parts.items()):
-                st = ctx.leadership.get((t, p))
+            for (t, p), delete in sorted(stops.items()):
+                sr_state = ctx.leadership.get((t, p))
                 epoch = EPOCH_DURING_DELETE if ctx.is_topic_queued_for_deletion(t) else (
-                    st.leader_epoch if st is not None else -1)
+                    sr_state.leader_epoch if sr_state is not None else -1)
                 by_topic_sr.setdefault(t, []).append(sr_t.StopReplicaPartitionState(
                     partition_index=p, leader_epoch=epoch, delete_partition=delete))
             body = sr_t(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=ctx.epoch,
                         broker_epoch=ctx.broker_epoch(broker),
                         topic_states=[sr_t.StopReplicaTopicState(topic_name=t, partition_states=ps)
                                       for t, ps in by_topic_sr.items()])
-            deletes = {tp for tp, d in parts.items() if d}
+            deletes = {tp for tp, d in stops.items() if d}
             self.channel.send(broker, ApiKey.STOP_REPLICA, body, self._stop_replica_callback(deletes))
 
     def _on_leader_and_isr_response(self, broker: int, api_key: int, resp: Struct | None,

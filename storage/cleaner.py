@@ -97,7 +97,7 @@ class OffsetMap:
         digest = hashlib.md5(key).digest()
         buf = self._buf
         for pos in self._probe(digest):
-            stored = _OFFSET.unpack_from(buf, pos + 16)[0]
+            stored: int = _OFFSET.unpack_from(buf, pos + 16)[0]
             if stored == 0:
                 if self.size >= self.slots - 1:
                     raise OverflowError("offset map is full")
@@ -114,7 +114,7 @@ class OffsetMap:
         digest = hashlib.md5(key).digest()
         buf = self._buf
         for pos in self._probe(digest):
-            stored = _OFFSET.unpack_from(buf, pos + 16)[0]
+            stored: int = _OFFSET.unpack_from(buf, pos + 16)[0]
             if stored == 0:
                 return -1
             if buf[pos : pos + 16] == digest:

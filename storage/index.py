@@ -327,7 +327,8 @@ class OffsetIndex(_Index):
     _key_struct = struct.Struct(">i")
 
     def _key_at(self, slot: int) -> int:
-        return _OFFSET_ENTRY.unpack_from(self._mapping(), slot * 8)[0]
+        key: int = _OFFSET_ENTRY.unpack_from(self._mapping(), slot * 8)[0]
+        return key
 
     @property
     def last_offset(self) -> int:
@@ -404,7 +405,8 @@ class TimeIndex(_Index):
             self._last = (-1, self.base_offset)
 
     def _key_at(self, slot: int) -> int:
-        return _TIME_ENTRY.unpack_from(self._mapping(), slot * 12)[0]
+        key: int = _TIME_ENTRY.unpack_from(self._mapping(), slot * 12)[0]
+        return key
 
     def is_full(self) -> bool:
         return self.entries >= self.max_entries - 1

@@ -473,9 +473,11 @@ class LogSegment:
             self.file.close()
 
     def close_quietly(self) -> None:
-        for fn in (lambda: self.offset_index.close(trim=False), lambda: self.time_index.close(trim=False), self.close_fd):
+        closers: tuple[Callable[[], None], ...] = (lambda: self.offset_index.close(trim=False),
+                                                   lambda: self.time_index.close(trim=False), self.close_fd)
+        for close in closers:
             try:
-                fn()
+                close()
             except OSError:
                 pass
 
