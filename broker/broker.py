@@ -27,6 +27,7 @@ from broker.log_validator import RECORD_SCANNER
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.request_queue import CONTROL_PLANE_QUEUE, RequestPermits
+from broker.wiring import BrokerComponents, build_components, stop_components
 from config.registry import BrokerConfig, ConfigError, LogConfig
 from controller import zk_data as zd
 from controller.zk_client import KafkaZkClient
@@ -73,7 +74,7 @@ class Broker:
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._stopping: asyncio.Event | None = None  # created in run(), inside the loop
         self.started_at = time.time()
-        self.services: dict[str, Any] = {}
+        self.components = BrokerComponents()  # built in startup() by build_components
         self.config_changes: Any = None  # ConfigChangeListener, from startup()
 
     # ------------------------------------------------------------------------------------------------
@@ -161,11 +162,7 @@ class Broker:
                                       load_factor=cfg.get("log.cleaner.io.buffer.load.factor"),
                                       backoff_ms=cfg.get("log.cleaner.backoff.ms"))
             self.cleaner.start()
-        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.metadata,
-                                              self.topic_config)
-        from broker.services import start_services
-
-        await start_services(self)
+        self.replica_manager = await build_components(self)
         await self._start_listeners()
         self.broker_epoch = await self._register()
         # After a ZooKeeper session expiry the client re-registers us; the new czxid is our epoch.
@@ -390,9 +387,7 @@ class Broker:
         if self.config_changes is not None:
             await self.config_changes.stop()
         await stop_controller_services(self)
-        from broker.services import stop_services
-
-        await stop_services(self)
+        await stop_components(self)
         if self.cleaner is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
         if self.log_manager is not None:

@@ -107,7 +107,7 @@ class ControllerRequestState:
 
 def register(broker: Broker) -> None:
     state = ControllerRequestState(broker)
-    broker.services["controller_requests"] = state
+    broker.components.controller_requests = state
     rm = broker.replica_manager
     assert rm is not None
 
@@ -123,52 +123,7 @@ def register(broker: Broker) -> None:
                         for ps in ts.partition_states])
                     for ts in b.topic_states])
             state.accept(b.controller_id, b.controller_epoch)
-            return await _leader_and_isr(b)
-
-    async def _leader_and_isr(b: Any) -> Any:
-        topics = []
-        became_leader: list[tuple[str, int]] = []
-        became_follower: list[tuple[str, int, int]] = []
-        await rm.prepare_become_leader_or_follower(b.topic_states)  # new logs in one batch
-        for ts in b.topic_states:
-            errs = []
-            for ps in ts.partition_states:
-                code = ErrorCode.NONE
-                try:
-                    p = rm.get_or_create_partition(ts.topic_name, ps.partition_index, ts.topic_id)
-                    if ps.leader == broker.broker_id:
-                        ok = p.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch,
-                                           ps.controller_epoch, write_epoch_checkpoint=False)
-                        if ok:
-                            became_leader.append(p.tp)
-                    else:
-                        ok = p.make_follower(ps.leader, ps.leader_epoch, list(ps.isr), list(ps.replicas),
-                                             ps.partition_epoch, ps.controller_epoch)
-                        if ok:
-                            became_follower.append((ts.topic_name, ps.partition_index, ps.leader))
-                    if not ok:
-                        code = ErrorCode.STALE_CONTROLLER_EPOCH
-                except Exception as e:  # a storage failure costs this partition, not the request
-                    log.error("LeaderAndIsr for %s-%d failed: %s", ts.topic_name, ps.partition_index, e)
-                    code = ErrorCode.KAFKA_STORAGE_ERROR
-                errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=code))
-            topics.append(_LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=errs))
-        await rm.checkpoint_leader_epochs(became_leader)  # one batch of leader-epoch-checkpoint writes
-        fetchers = broker.services.get("replica_fetchers")
-        if fetchers is None:  # shutting down: the fetchers are gone already
-            return _LAI(error_code=ErrorCode.NONE, topics=topics)
-        for tp in became_leader:
-            fetchers.remove_partition(tp)
-        for topic, partition, leader in became_follower:
-            p = rm.partitions[(topic, partition)]
-            fetchers.add_partition((topic, partition), leader, p.leader_epoch)
-        for hook in broker.services.get("on_leadership", []):
-            await hook(became_leader, became_follower)
-        for tp in became_leader:
-            rm.notify_hw(tp)
-        for topic, partition, _leader in became_follower:
-            rm.notify_hw((topic, partition))  # parked produces/fetches learn they lost leadership
-        return _LAI(error_code=0, topics=topics)
+            return await rm.become_leader_or_follower(b)
 
     async def update_metadata(conn: Connection, req: Request) -> Any:
         b = req.body
@@ -178,9 +133,7 @@ def register(broker: Broker) -> None:
                 return _UM(error_code=err)
             state.accept(b.controller_id, b.controller_epoch)
             broker.metadata.update(b)
-        waiters = broker.services.get("metadata_waiters")
-        if waiters is not None:
-            waiters.notify("metadata")
+        broker.components.metadata_waiters.notify("metadata")
         return _UM(error_code=0)
 
     async def stop_replica(conn: Connection, req: Request) -> Any:
@@ -190,42 +143,16 @@ def register(broker: Broker) -> None:
             if err:
                 return _SR(error_code=err)
             state.accept(b.controller_id, b.controller_epoch)
-            return await _stop_replica(b)
-
-    async def _stop_replica(b: Any) -> Any:
-        results = []
-        stopped: list[tuple[str, int]] = []
-        for ts in b.topic_states:
-            for ps in ts.partition_states:
-                tp = (ts.topic_name, ps.partition_index)
-                code = ErrorCode.NONE
-                p = rm.partitions.get(tp)
-                if p is not None and ps.leader_epoch >= 0 and ps.leader_epoch < p.leader_epoch:
-                    code = ErrorCode.FENCED_LEADER_EPOCH
-                else:
-                    stopped.append(tp)
-                    fetchers = broker.services.get("replica_fetchers")
-                    if fetchers is not None:
-                        fetchers.remove_partition(tp)
-                    try:
-                        await rm.stop_replica(tp, delete=ps.delete_partition)
-                    except Exception as e:
-                        log.error("StopReplica for %s-%d failed: %s", tp[0], tp[1], e)
-                        code = ErrorCode.KAFKA_STORAGE_ERROR
-                results.append(_SR.StopReplicaPartitionError(topic_name=tp[0], partition_index=tp[1],
-                                                             error_code=code))
-        for hook in broker.services.get("on_leadership", []):
-            await hook([], [(t, p, -1) for t, p in stopped])
-        return _SR(error_code=0, partition_errors=results)
+            return await rm.stop_replicas(b)
 
     async def controlled_shutdown(conn: Connection, req: Request) -> Any:
-        ctrl = broker.services.get("controller")
+        ctrl = broker.components.controller
         if ctrl is None or not ctrl.is_active:
             return _CS(error_code=ErrorCode.NOT_CONTROLLER)
         return await ctrl.handle_controlled_shutdown(req.body.broker_id, req.body.broker_epoch)
 
     async def alter_partition(conn: Connection, req: Request) -> Any:
-        ctrl = broker.services.get("controller")
+        ctrl = broker.components.controller
         if ctrl is None or not ctrl.is_active:
             return _AP(error_code=ErrorCode.NOT_CONTROLLER)
         return await ctrl.handle_alter_partition(req.body)
@@ -248,18 +175,18 @@ async def start_controller_services(broker: Broker) -> None:
     ctrl = KafkaController(broker.zk, broker.broker_id, asyncio.get_running_loop(),
                            config_getter=lambda name: broker.config.get(name),
                            listener_name=broker.controller_listener)
-    broker.services["controller"] = ctrl
+    broker.components.controller = ctrl
     await ctrl.start()
 
 
 async def stop_controller_services(broker: Broker) -> None:
-    ctrl = broker.services.pop("controller", None)
+    ctrl, broker.components.controller = broker.components.controller, None
     if ctrl is not None:
         try:
             await ctrl.shutdown()
         except Exception:
             log.exception("stopping the controller failed")
-    client = broker.services.pop("controller_client", None)
+    client, broker.components.controller_client = broker.components.controller_client, None
     if client is not None:
         await client.close()
 
@@ -269,14 +196,14 @@ async def controlled_shutdown(broker: Broker) -> None:
     from controller.client import InterBrokerClient
 
     assert broker.zk is not None
-    client = broker.services.get("controller_client")
+    client = broker.components.controller_client
     if client is None:
         # As Kafka's NodeToControllerChannelManager in ZooKeeper mode: the controller's control-plane
         # endpoint when there is one.
         client = InterBrokerClient(broker.zk, broker.broker_id, asyncio.get_running_loop(),
                                    listener_name=broker.controller_listener)
         await client.start()
-        broker.services["controller_client"] = client
+        broker.components.controller_client = client
     await client.controlled_shutdown_until_done(
         broker.broker_epoch, max_retries=broker.config.get("controlled.shutdown.max.retries"),
         retry_backoff_ms=broker.config.get("controlled.shutdown.retry.backoff.ms"))

@@ -200,7 +200,7 @@ class AdminHandlers:
         return ErrorCode.NONE, None
 
     async def wait_for_metadata(self, ready: Any, timeout_ms: int) -> bool:
-        waiters = self.broker.services["metadata_waiters"]
+        waiters = self.broker.components.metadata_waiters
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while not ready():
             remaining = deadline - time.monotonic()
@@ -634,7 +634,7 @@ class AdminHandlers:
 
 def register(broker: Broker) -> None:
     h = AdminHandlers(broker)
-    broker.services["admin"] = h
+    broker.components.admin = h
     apis = broker.apis
     apis.register(ApiKey.METADATA, h.metadata_request)
     apis.register(ApiKey.CREATE_TOPICS, h.create_topics)

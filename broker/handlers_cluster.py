@@ -57,7 +57,7 @@ class ClusterHandlers:
             negotiate_versions=False, max_in_flight=5))
 
     def _active_controller(self) -> Any:
-        ctrl = self.broker.services.get("controller")
+        ctrl = self.broker.components.controller
         return ctrl if ctrl is not None and ctrl.is_active else None
 
     async def _forward(self, req: Request) -> Any:
@@ -96,13 +96,13 @@ class ClusterHandlers:
 
 def register(broker: Broker) -> None:
     h = ClusterHandlers(broker)
-    broker.services["forwarding_pool"] = h.pool
+    broker.components.forwarding_pool = h.pool
     broker.apis.register(ApiKey.ELECT_LEADERS, h.elect_leaders)
     broker.apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, h.alter_partition_reassignments)
     broker.apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, h.list_partition_reassignments)
 
 
 def unregister(broker: Broker) -> None:
-    pool = broker.services.pop("forwarding_pool", None)
+    pool, broker.components.forwarding_pool = broker.components.forwarding_pool, None
     if pool is not None:
         pool.close()

@@ -125,7 +125,7 @@ class GroupHandlers:
                 log.warning("cannot create %s yet: %d alive brokers, replication factor %d needed",
                             topic, live, rf)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        admin = self.broker.services["admin"]
+        admin = self.broker.components.admin
         code, msg = await admin.create_topic(topic, parts, rf, None, configs, validate_only=False)
         if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.warning("creating %s failed: %s %s", topic, code.name, msg or "")
@@ -139,7 +139,7 @@ class GroupHandlers:
         if key_type == KEY_TYPE_GROUP:
             partition = self.coordinator.partition_for(key)
         else:
-            txn = self.broker.services.get("txn_coordinator")
+            txn = self.broker.components.txn_coordinator
             if txn is None:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
             partition = txn.partition_for(key)
@@ -175,7 +175,7 @@ class GroupHandlers:
         _k, c, n, h, p = results[0]
         return _FC(error_code=c, node_id=n, host=h, port=p)
 
-    async def on_leadership(self, became_leader: list[tuple[str, int]],
+    async def on_leadership_change(self, became_leader: list[tuple[str, int]],
                             became_follower: list[tuple[str, int, int]]) -> None:
         for topic, partition in became_leader:
             if topic == OFFSETS_TOPIC:
@@ -467,11 +467,11 @@ async def register(broker: Broker) -> None:
     coordinator = GroupCoordinator(ReplicatedOffsetsLog(broker), broker.config, broker_id=broker.broker_id,
                                    topic_exists=topic_exists)
     await coordinator.start()
-    broker.services["group_coordinator"] = coordinator
+    broker.components.group_coordinator = coordinator
     h = GroupHandlers(broker, coordinator)
-    broker.services["groups"] = h
+    broker.components.groups = h
     wire = GroupApis(coordinator)
-    broker.services.setdefault("on_leadership", []).append(h.on_leadership)
+    rm.add_leadership_listener(h)
 
     def route(method: Any) -> Any:
         async def handler(conn: Connection, req: Request) -> Any:

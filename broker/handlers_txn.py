@@ -42,10 +42,10 @@ def _fenced(code: ErrorCode, old_client: bool) -> ErrorCode:
 
 def register(broker: Broker) -> None:
     pids = ProducerIdManager(broker)
-    broker.services["producer_ids"] = pids
+    broker.components.producer_ids = pids
 
     def coordinator() -> TransactionCoordinator | None:
-        return broker.services.get("txn_coordinator")
+        return broker.components.txn_coordinator
 
     async def init_producer_id(conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
@@ -110,7 +110,7 @@ def register(broker: Broker) -> None:
     async def add_offsets_to_txn(conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
         txn = coordinator()
-        gc = broker.services.get("group_coordinator")
+        gc = broker.components.group_coordinator
         if txn is None or gc is None:
             return _AOT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         tp = (OFFSETS_TOPIC, gc.partition_for(b.group_id))

@@ -214,7 +214,7 @@ class BrokerCollector:
                 ("partitioncount", "Partition replicas on this broker.", len(partitions))):
             out.append(GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value))
         out += [log_size, log_end, log_start, segments]
-        isr_mgr = b.services.get("isr_manager")
+        isr_mgr = b.components.isr_manager
         out.append(CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks (IsrShrinksPerSec).",
                                        value=getattr(isr_mgr, "shrinks", 0)))
         out.append(CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expands (IsrExpandsPerSec).",
@@ -229,7 +229,7 @@ class BrokerCollector:
         out.append(purg)
 
         # Controller
-        ctrl = b.services.get("controller")
+        ctrl = b.components.controller
         active = bool(ctrl is not None and ctrl.is_active)
         out.append(GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
                                      "1 on the broker that is the active controller, else 0.", value=int(active)))
@@ -315,7 +315,7 @@ class BrokerCollector:
         out.append(CounterMetricFamily("kafka_network_requestchannel_requestqueuewaits",
                                        "Times a connection stopped reading because the request queue was full.",
                                        value=permits.waited))
-        state = b.services.get("controller_requests")
+        state = b.components.controller_requests
         if state is not None:
             out.append(CounterMetricFamily("kafka_server_controllerrequests_fenced",
                                            "Controller requests refused for a stale broker or controller epoch.",
@@ -330,7 +330,7 @@ class BrokerCollector:
         lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of the group summed over a topic.",
                                     labels=["consumergroup", "topic"])
         members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"])
-        coord = self.broker.services.get("group_coordinator")
+        coord = self.broker.components.group_coordinator
         views = []
         if coord is not None:
             with contextlib.suppress(Exception):
@@ -424,11 +424,11 @@ async def start_metrics(broker: Broker) -> MetricsServer | None:
     except OSError as e:
         log.error("cannot serve metrics on port %d: %s", port, e.strerror or e)
         return None
-    broker.services["metrics"] = server
+    broker.components.metrics = server
     return server
 
 
 async def stop_metrics(broker: Broker) -> None:
-    server = broker.services.pop("metrics", None)
+    server, broker.components.metrics = broker.components.metrics, None
     if server is not None:
         await server.stop()

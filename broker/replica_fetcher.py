@@ -26,6 +26,7 @@ from protocol.records import iter_batches
 if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.partition import Partition
+    from broker.replication_quota import ReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,9 @@ class FetchState:
 class ReplicaFetcher:
     """Replicates the partitions this broker follows whose leader is ``leader_id``."""
 
-    def __init__(self, broker: Broker, leader_id: int) -> None:
+    def __init__(self, broker: Broker, leader_id: int, quota: ReplicationQuota) -> None:
         self.broker = broker
+        self.quota = quota
         self.leader_id = leader_id
         self.partitions: dict[TP, FetchState] = {}
         self.wakeup = asyncio.Event()
@@ -202,7 +204,7 @@ class ReplicaFetcher:
 
     async def _fetch(self, ready: dict[TP, FetchState]) -> None:
         by_topic: dict[str, list[Any]] = {}
-        quota = self.broker.services.get("follower_quota")
+        quota = self.quota
         over_quota = quota is not None and quota.is_exceeded()
         for tp, st in ready.items():
             p = self._partition(tp)
@@ -253,7 +255,7 @@ class ReplicaFetcher:
 
     async def _process(self, p: Partition, pd: Any) -> None:
         records = pd.records
-        quota = self.broker.services.get("follower_quota")
+        quota = self.quota
         if quota is not None and records is not None and quota.is_throttled(*p.tp):
             quota.record(len(records))
         if records is not None and len(records):
@@ -284,18 +286,20 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, follower_quota: ReplicationQuota) -> None:
         self.broker = broker
+        self.follower_quota = follower_quota
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.follower_of: dict[TP, int] = {}
+        self.closed = False  # after shutdown(): a late LeaderAndIsr starts no fetcher
 
     def add_partition(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
         self.remove_partition(tp)
-        if leader_id < 0:
+        if leader_id < 0 or self.closed:
             return
         f = self.fetchers.get(leader_id)
         if f is None:
-            f = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id)
+            f = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id, self.follower_quota)
             f.start()
         f.add(tp, leader_epoch)
         self.follower_of[tp] = leader_id
@@ -306,6 +310,7 @@ class ReplicaFetcherManager:
             self.fetchers[leader].remove(tp)
 
     async def shutdown(self) -> None:
+        self.closed = True
         for f in self.fetchers.values():
             await f.stop()
         self.fetchers.clear()

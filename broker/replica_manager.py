@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.log_validator import (
     COMPILED_SCANNER,
@@ -33,13 +33,18 @@ from protocol.schema import FileRegions
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 
 if TYPE_CHECKING:
+    from broker.isr_manager import IsrManager
     from broker.metadata_cache import MetadataCache
+    from broker.replica_fetcher import ReplicaFetcherManager
+    from broker.replication_quota import ReplicationQuota
     from config.registry import BrokerConfig, LogConfig
     from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+_LAI = response_type(ApiKey.LEADER_AND_ISR)
+_SR = response_type(ApiKey.STOP_REPLICA)
 _PRODUCE = response_type(ApiKey.PRODUCE)
 _FETCH = response_type(ApiKey.FETCH)
 _LIST_OFFSETS = response_type(ApiKey.LIST_OFFSETS)
@@ -60,9 +65,20 @@ def _storage_error_code(e: Exception) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+class LeadershipListener(Protocol):
+    """Told after each LeaderAndIsr / StopReplica which partitions this broker now leads or follows
+    (the group and transaction coordinators load or unload their state partitions). A follower entry
+    is (topic, partition, leader id); the leader id is -1 for a stopped replica."""
+
+    async def on_leadership_change(self, became_leader: list[TP], became_follower: list[tuple[str, int, int]]) -> None:
+        ...
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager,
-                 metadata: MetadataCache, topic_config: Callable[[str], LogConfig]) -> None:
+                 metadata: MetadataCache, topic_config: Callable[[str], LogConfig], *,
+                 isr_manager: IsrManager | None = None, leader_quota: ReplicationQuota | None = None,
+                 fetcher_manager: ReplicaFetcherManager | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -73,8 +89,10 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("Fetch")
         self.listeners_on_append: list[Callable[[TP], None]] = []
         self.listeners_on_stop: list[Callable[[TP], None]] = []
-        self.isr_manager: Any = None  # set by the broker once it can reach the controller
-        self.leader_quota: Any = None  # ReplicationQuota for leader-side throttled replicas
+        self.isr_manager = isr_manager  # AlterPartition proposals (ISR expansion on follower fetches)
+        self.leader_quota = leader_quota  # leader-side replication throttle
+        self.fetcher_manager = fetcher_manager  # follower replication; None in a broker without peers
+        self._leadership_listeners: list[LeadershipListener] = []
         self.messages_in = 0
         self.bytes_in = 0
         # Per topic: [messages in, bytes in, bytes out to consumers]; bytes out to followers in total.
@@ -163,6 +181,87 @@ class ReplicaManager:
         for lg, e in zip(logs, errors, strict=True):
             if e is not None:
                 log.error("could not write the leader epoch checkpoint of %s-%d: %s", lg.topic, lg.partition, e)
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """A coordinator subscribes when it is built (before the broker registers, so before any
+        LeaderAndIsr can arrive)."""
+        self._leadership_listeners.append(listener)
+
+    async def _notify_leadership(self, became_leader: list[TP], became_follower: list[tuple[str, int, int]]) -> None:
+        for listener in list(self._leadership_listeners):
+            await listener.on_leadership_change(became_leader, became_follower)
+
+    async def become_leader_or_follower(self, request: Any) -> Any:
+        """Apply a LeaderAndIsr the controller sent (already fenced by broker and controller epoch):
+        make each partition leader or follower, start or stop its fetcher, tell the coordinators, and
+        wake produces and fetches parked on partitions whose role changed."""
+        topics = []
+        became_leader: list[TP] = []
+        became_follower: list[tuple[str, int, int]] = []
+        await self.prepare_become_leader_or_follower(request.topic_states)  # new logs in one batch
+        for ts in request.topic_states:
+            errs = []
+            for ps in ts.partition_states:
+                code = ErrorCode.NONE
+                try:
+                    p = self.get_or_create_partition(ts.topic_name, ps.partition_index, ts.topic_id)
+                    if ps.leader == self.broker_id:
+                        ok = p.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch,
+                                           ps.controller_epoch, write_epoch_checkpoint=False)
+                        if ok:
+                            became_leader.append(p.tp)
+                    else:
+                        ok = p.make_follower(ps.leader, ps.leader_epoch, list(ps.isr), list(ps.replicas),
+                                             ps.partition_epoch, ps.controller_epoch)
+                        if ok:
+                            became_follower.append((ts.topic_name, ps.partition_index, ps.leader))
+                    if not ok:
+                        code = ErrorCode.STALE_CONTROLLER_EPOCH
+                except Exception as e:  # a storage failure costs this partition, not the request
+                    log.error("LeaderAndIsr for %s-%d failed: %s", ts.topic_name, ps.partition_index, e)
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=code))
+            topics.append(_LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=errs))
+        await self.checkpoint_leader_epochs(became_leader)  # one batch of leader-epoch-checkpoint writes
+        fetchers = self.fetcher_manager
+        if fetchers is None or fetchers.closed:  # shutting down: the fetchers are gone already
+            return _LAI(error_code=ErrorCode.NONE, topics=topics)
+        for tp in became_leader:
+            fetchers.remove_partition(tp)
+        for topic, partition, leader in became_follower:
+            fetchers.add_partition((topic, partition), leader, self.partitions[(topic, partition)].leader_epoch)
+        await self._notify_leadership(became_leader, became_follower)
+        for tp in became_leader:
+            self.notify_hw(tp)
+        for topic, partition, _leader in became_follower:
+            self.notify_hw((topic, partition))  # parked produces/fetches learn they lost leadership
+        return _LAI(error_code=ErrorCode.NONE, topics=topics)
+
+    async def stop_replicas(self, request: Any) -> Any:
+        """Apply a StopReplica the controller sent (already fenced). A partition state with a leader
+        epoch older than ours is refused with FENCED_LEADER_EPOCH (-1 and -2 mean "any")."""
+        results = []
+        stopped: list[TP] = []
+        for ts in request.topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                code = ErrorCode.NONE
+                p = self.partitions.get(tp)
+                if p is not None and ps.leader_epoch >= 0 and ps.leader_epoch < p.leader_epoch:
+                    code = ErrorCode.FENCED_LEADER_EPOCH
+                else:
+                    stopped.append(tp)
+                    if self.fetcher_manager is not None:
+                        self.fetcher_manager.remove_partition(tp)
+                    try:
+                        await self.stop_replica(tp, delete=ps.delete_partition)
+                    except Exception as e:
+                        log.error("StopReplica for %s-%d failed: %s", tp[0], tp[1], e)
+                        code = ErrorCode.KAFKA_STORAGE_ERROR
+                results.append(_SR.StopReplicaPartitionError(topic_name=tp[0], partition_index=tp[1],
+                                                             error_code=code))
+        await self._notify_leadership([], [(t, p, -1) for t, p in stopped])
+        return _SR(error_code=ErrorCode.NONE, partition_errors=results)
 
     async def stop_replica(self, tp: TP, *, delete: bool) -> None:
         """StopReplica: drop our replica of ``tp`` (and its log files when ``delete``)."""

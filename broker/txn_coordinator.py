@@ -978,11 +978,32 @@ class BrokerMarkerSender:
         self._pool.close()
 
 
+class TxnLeadershipListener:
+    """Loads a ``__transaction_state`` partition's transactions when this broker becomes its leader,
+    and unloads them when it stops leading it (ReplicaManager's LeadershipListener)."""
+
+    def __init__(self, coordinator: TransactionCoordinator, replica_manager: Any) -> None:
+        self.coordinator = coordinator
+        self.replica_manager = replica_manager
+
+    async def on_leadership_change(self, became_leader: list[tuple[str, int]],
+                                   became_follower: list[tuple[str, int, int]]) -> None:
+        for topic, partition in became_leader:
+            if topic == TXN_TOPIC:
+                p = self.replica_manager.partitions.get((topic, partition))
+                if p is not None:
+                    self.coordinator._spawn(self.coordinator.load_partition(partition, p.leader_epoch))
+        for topic, partition, _leader in became_follower:
+            if topic == TXN_TOPIC:
+                self.coordinator.unload_partition(partition)
+
+
 async def register(broker: Any) -> TransactionCoordinator:
     """Create the broker's transaction coordinator and follow ``__transaction_state`` leadership."""
     cfg = broker.config
     config = TxnCoordinatorConfig.from_config(cfg)
-    pids = broker.services["producer_ids"]
+    pids = broker.components.producer_ids
+    assert pids is not None
 
     def partition_count() -> int | None:
         info = broker.metadata.topics.get(TXN_TOPIC)
@@ -993,25 +1014,15 @@ async def register(broker: Any) -> TransactionCoordinator:
                                          partition_count=partition_count)
     coordinator.sender = sender  # type: ignore[attr-defined]
     await coordinator.start()
-    broker.services["txn_coordinator"] = coordinator
+    broker.components.txn_coordinator = coordinator
 
-    async def on_leadership(became_leader: list[tuple[str, int]], became_follower: list[tuple[str, int, int]]) -> None:
-        rm = broker.replica_manager
-        for topic, partition in became_leader:
-            if topic == TXN_TOPIC:
-                p = rm.partitions.get((topic, partition))
-                if p is not None:
-                    coordinator._spawn(coordinator.load_partition(partition, p.leader_epoch))
-        for topic, partition, _leader in became_follower:
-            if topic == TXN_TOPIC:
-                coordinator.unload_partition(partition)
-
-    broker.services.setdefault("on_leadership", []).append(on_leadership)
+    rm = broker.replica_manager
+    rm.add_leadership_listener(TxnLeadershipListener(coordinator, rm))
     return coordinator
 
 
 async def unregister(broker: Any) -> None:
-    coordinator = broker.services.pop("txn_coordinator", None)
+    coordinator, broker.components.txn_coordinator = broker.components.txn_coordinator, None
     if coordinator is not None:
         await coordinator.close()
         sender = getattr(coordinator, "sender", None)

@@ -66,7 +66,7 @@ async def write_markers(broker: Broker, producer_id: int, producer_epoch: int, c
         results.update(zip(waits, codes, strict=True))
     done = [tp[1] for tp, code in results.items() if tp[0] == OFFSETS_TOPIC and code == ErrorCode.NONE]
     if done:
-        gc = broker.services.get("group_coordinator")
+        gc = broker.components.group_coordinator
         if gc is not None:
             try:
                 gc.complete_pending_txn_offsets(producer_id, commit, partitions=done)

@@ -1,0 +1,129 @@
+"""Every collaborator a broker builds, in dependency order, and what each one receives.
+
+``build_components`` is the one place that constructs the replica manager and its helpers, the
+request handlers and the coordinators; ``stop_components`` takes them down in reverse. The built
+objects are kept in ``BrokerComponents``, a typed record (never a string-keyed lookup), so a reader
+finds each object's type and its single construction site here.
+
+Two dependency cycles are broken without attaching attributes after construction:
+
+* the replica fetchers and the ISR manager read the replica manager lazily (they are built before it
+  and handed to its constructor), as Kafka's ReplicaManager owns its fetcher and AlterPartition
+  managers;
+* the group and transaction coordinators need the replica manager to write their logs, and the
+  replica manager must tell them about leadership changes: they subscribe through the typed
+  ``LeadershipListener`` protocol when they are built.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.purgatory import Purgatory
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.controller_glue import ControllerRequestState
+    from broker.group_coordinator import GroupCoordinator
+    from broker.handlers_admin import AdminHandlers
+    from broker.handlers_group import GroupHandlers
+    from broker.isr_manager import IsrManager
+    from broker.metrics import MetricsServer
+    from broker.producer_ids import ProducerIdManager
+    from broker.replica_fetcher import ReplicaFetcherManager
+    from broker.replica_manager import ReplicaManager
+    from broker.replication_quota import ReplicationQuota
+    from broker.txn_coordinator import TransactionCoordinator
+    from controller.client import InterBrokerClient
+    from controller.controller import KafkaController
+    from controller.network_client import ConnectionPool
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BrokerComponents:
+    """The objects one broker built; None until built (or after being stopped)."""
+
+    metadata_waiters: Purgatory = field(default_factory=lambda: Purgatory("Metadata"))
+    follower_quota: ReplicationQuota | None = None
+    replica_fetchers: ReplicaFetcherManager | None = None
+    isr_manager: IsrManager | None = None
+    controller_requests: ControllerRequestState | None = None
+    admin: AdminHandlers | None = None
+    forwarding_pool: ConnectionPool | None = None
+    producer_ids: ProducerIdManager | None = None
+    group_coordinator: GroupCoordinator | None = None
+    groups: GroupHandlers | None = None
+    txn_coordinator: TransactionCoordinator | None = None
+    controller: KafkaController | None = None
+    controller_client: InterBrokerClient | None = None
+    metrics: MetricsServer | None = None
+
+
+async def build_components(broker: Broker) -> ReplicaManager:
+    """Build the replica manager (returned: the broker keeps it) and register every handler."""
+    from broker import (
+        controller_glue,
+        handlers_admin,
+        handlers_cluster,
+        handlers_data,
+        handlers_group,
+        handlers_security,
+        handlers_txn,
+        txn_coordinator,
+    )
+    from broker.isr_manager import IsrManager
+    from broker.replica_fetcher import ReplicaFetcherManager
+    from broker.replica_manager import ReplicaManager
+    from broker.replication_quota import ReplicationQuota
+
+    c = broker.components
+    assert broker.log_manager is not None
+    # Replication throttles; rates are dynamic broker configs, so read through broker.config each time.
+    leader_quota = ReplicationQuota(
+        broker.broker_id, "leader.replication.throttled.rate", "leader_replication_throttled_replicas",
+        lambda name: broker.config.get(name), broker.topic_config)
+    c.follower_quota = ReplicationQuota(
+        broker.broker_id, "follower.replication.throttled.rate", "follower_replication_throttled_replicas",
+        lambda name: broker.config.get(name), broker.topic_config)
+    c.replica_fetchers = ReplicaFetcherManager(broker, c.follower_quota)
+    c.isr_manager = IsrManager(broker)
+    rm = ReplicaManager(broker.broker_id, broker.config, broker.log_manager, broker.metadata, broker.topic_config,
+                        isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers)
+    broker.replica_manager = rm
+    await c.isr_manager.start()
+    handlers_data.register(broker)
+    controller_glue.register(broker)
+    handlers_admin.register(broker)
+    handlers_cluster.register(broker)
+    handlers_security.register(broker)
+    handlers_txn.register(broker)
+    await handlers_group.register(broker)
+    await txn_coordinator.register(broker)
+    return rm
+
+
+async def stop_components(broker: Broker) -> None:
+    from broker import handlers_cluster, txn_coordinator
+
+    c = broker.components
+    handlers_cluster.unregister(broker)  # the pooled forwarding connection to the controller
+    fetchers, c.replica_fetchers = c.replica_fetchers, None
+    if fetchers is not None:
+        await fetchers.shutdown()
+    isr, c.isr_manager = c.isr_manager, None
+    if isr is not None:
+        await isr.stop()
+    try:
+        await txn_coordinator.unregister(broker)
+    except Exception:
+        log.exception("stopping the transaction coordinator failed")
+    coordinator, c.group_coordinator = c.group_coordinator, None
+    if coordinator is not None:
+        try:
+            await coordinator.close()
+        except Exception:
+            log.exception("stopping the group coordinator failed")
