@@ -14,6 +14,12 @@ ZooKeeper multi-op together with a version check on ``/controller_epoch``, so a 
 been replaced (a newer one bumped the epoch) cannot change anything: it gets ``ControllerMovedError``.
 Requests that fail with a connection loss are retried once the session is connected again, as Kafka
 does; an expired session surfaces as ``SessionExpiredError``.
+
+Why one module of ~900 lines: it is a catalogue of small, independent znode operations (most under 20
+lines), each mirroring one method of Kafka's client, with the retry, fencing and session handling
+they share defined once at the top. Splitting the catalogue by znode family would repeat that shared
+machinery or scatter it; bulk reads, the one piece with logic of its own, already live in
+``controller/zk_multi_read.py``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,13 @@ log start offset (first offset a consumer may read; moved by retention and Delet
 
 Thread model: the broker's loop appends and reads; a cleaner thread or an executor may run retention,
 flushes and segment swaps. A per-log lock guards the segment list; fsync runs outside it.
+
+Why one module of ~1,200 lines: everything here reads or changes the segment list under that one
+lock (loading and recovery, append and roll, reads, truncation, retention, swaps), and the lock's
+rules are easiest to check when every holder is in view. Kafka splits the same work into LocalLog,
+UnifiedLog and LogLoader around shared mutable state; the split that would pay here is recovery
+(``_load`` to ``_rebuild_producer_state``) into a loader that returns a segment list, once its
+producer-state rebuild no longer needs the live log.
 """
 
 from __future__ import annotations
