@@ -56,7 +56,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.cleaner: Any = None
         self.replica_manager: ReplicaManager | None = None
-        self.apis = KafkaApis(self)
+        self.apis = KafkaApis(self.control_plane_listener)
         self.stats = ConnectionStats()
         self.connections: set[Connection] = set()
         self.connection_quotas = ConnectionQuotas(limits_from(config.get), self.inter_broker_listener,
@@ -167,9 +167,8 @@ class Broker:
         self.broker_epoch = await self._register()
         # After a ZooKeeper session expiry the client re-registers us; the new czxid is our epoch.
         self.zk.on_broker_reregistered(self._on_reregistered)
-        from broker.controller_glue import start_controller_services
-
-        await start_controller_services(self)
+        assert self.components.controller_services is not None
+        await self.components.controller_services.start()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         from broker.metrics import start_metrics
 
@@ -363,14 +362,14 @@ class Broker:
         log.error("log directory %s went offline; its partitions are offline on this broker", log_dir)
 
     async def shutdown(self) -> None:
-        from broker.controller_glue import controlled_shutdown, stop_controller_services
         from broker.metrics import stop_metrics
 
         await stop_metrics(self)
 
         if self.zk is not None and self.broker_epoch >= 0 and self.config.get("controlled.shutdown.enable"):
             try:
-                await controlled_shutdown(self)
+                assert self.components.controller_services is not None
+                await self.components.controller_services.controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed; shutting down uncleanly")
         for s in self._servers:
@@ -386,7 +385,8 @@ class Broker:
             t.cancel()
         if self.config_changes is not None:
             await self.config_changes.stop()
-        await stop_controller_services(self)
+        if self.components.controller_services is not None:
+            await self.components.controller_services.stop()
         await stop_components(self)
         if self.cleaner is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)

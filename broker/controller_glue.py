@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.api_versions import ApiKey
@@ -28,8 +29,16 @@ from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection
+    from broker.kafka_apis import KafkaApis
+    from broker.metadata_cache import MetadataCache
+    from broker.purgatory import Purgatory
+    from broker.replica_manager import ReplicaManager
+    from broker.wiring import ZkCall
+    from config.registry import BrokerConfig
+    from controller.client import InterBrokerClient
+    from controller.controller import KafkaController
+    from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
 
 log = logging.getLogger(__name__)
@@ -48,8 +57,10 @@ class ControllerRequestState:
     possible ZooKeeper read and the state change must not interleave with another control request.
     """
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, broker_epoch: Callable[[], int], zk: KafkaZkClient, zk_call: ZkCall) -> None:
+        self.broker_epoch = broker_epoch  # the czxid of our registration; changes on re-registration
+        self.zk = zk
+        self.zk_call = zk_call
         self.controller_epoch = -1
         self.controller_id = -1
         self.lock = asyncio.Lock()
@@ -57,11 +68,11 @@ class ControllerRequestState:
 
     async def check(self, api: str, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """Fence one request; on NONE the caller applies it (still under ``lock``) and calls accept()."""
-        broker = self.broker
-        if broker_epoch != -1 and broker_epoch < broker.broker_epoch:
+        current_broker_epoch = self.broker_epoch()
+        if broker_epoch != -1 and broker_epoch < current_broker_epoch:
             # A request meant for a previous incarnation of this broker (it restarted quickly).
             log.info("Received %s request with broker epoch %d smaller than the current broker epoch %d from "
-                     "controller %d with epoch %d.", api, broker_epoch, broker.broker_epoch, controller_id,
+                     "controller %d with epoch %d.", api, broker_epoch, current_broker_epoch, controller_id,
                      controller_epoch)
             self.refused += 1
             return ErrorCode.STALE_BROKER_EPOCH
@@ -87,9 +98,7 @@ class ControllerRequestState:
     async def _zk_controller_epoch(self) -> int | None:
         """/controller_epoch as ZooKeeper's leader has it (sync first: a follower may lag behind the
         controller's write, which happened before it sent this request)."""
-        zk = self.broker.zk
-        if zk is None:
-            return None
+        zk = self.zk
 
         def read() -> int | None:
             from controller import zk_data as zd
@@ -99,20 +108,26 @@ class ControllerRequestState:
             return got[0] if got is not None else None
 
         try:
-            return await self.broker.zk_call(read)  # type: ignore[no-any-return]
+            return await self.zk_call(read)  # type: ignore[no-any-return]
         except Exception as e:  # noqa: BLE001 - an unverifiable epoch is refused, never trusted
             log.warning("cannot read the controller epoch from ZooKeeper: %s", e)
             return None
 
 
-def register(broker: Broker) -> None:
-    state = ControllerRequestState(broker)
-    broker.components.controller_requests = state
-    rm = broker.replica_manager
-    assert rm is not None
+class ControllerApis:
+    """LeaderAndIsr, UpdateMetadata and StopReplica (fenced, then applied by the replica manager and
+    the metadata cache), and ControlledShutdown / AlterPartition (answered by the active controller)."""
 
-    async def leader_and_isr(conn: Connection, req: Request) -> Any:
-        b = req.body
+    def __init__(self, state: ControllerRequestState, replica_manager: ReplicaManager, metadata: MetadataCache,
+                 metadata_waiters: Purgatory, controller: Callable[[], KafkaController | None]) -> None:
+        self.state = state
+        self.rm = replica_manager
+        self.metadata = metadata
+        self.metadata_waiters = metadata_waiters
+        self.controller = controller
+
+    async def leader_and_isr(self, conn: Connection, req: Request) -> Any:
+        b, state = req.body, self.state
         async with state.lock:
             err = await state.check("LeaderAndIsr", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
@@ -123,87 +138,92 @@ def register(broker: Broker) -> None:
                         for ps in ts.partition_states])
                     for ts in b.topic_states])
             state.accept(b.controller_id, b.controller_epoch)
-            return await rm.become_leader_or_follower(b)
+            return await self.rm.become_leader_or_follower(b)
 
-    async def update_metadata(conn: Connection, req: Request) -> Any:
-        b = req.body
+    async def update_metadata(self, conn: Connection, req: Request) -> Any:
+        b, state = req.body, self.state
         async with state.lock:
             err = await state.check("UpdateMetadata", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
                 return _UM(error_code=err)
             state.accept(b.controller_id, b.controller_epoch)
-            broker.metadata.update(b)
-        broker.components.metadata_waiters.notify("metadata")
+            self.metadata.update(b)
+        self.metadata_waiters.notify("metadata")
         return _UM(error_code=0)
 
-    async def stop_replica(conn: Connection, req: Request) -> Any:
-        b = req.body
+    async def stop_replica(self, conn: Connection, req: Request) -> Any:
+        b, state = req.body, self.state
         async with state.lock:
             err = await state.check("StopReplica", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
                 return _SR(error_code=err)
             state.accept(b.controller_id, b.controller_epoch)
-            return await rm.stop_replicas(b)
+            return await self.rm.stop_replicas(b)
 
-    async def controlled_shutdown(conn: Connection, req: Request) -> Any:
-        ctrl = broker.components.controller
+    async def controlled_shutdown(self, conn: Connection, req: Request) -> Any:
+        ctrl = self.controller()
         if ctrl is None or not ctrl.is_active:
             return _CS(error_code=ErrorCode.NOT_CONTROLLER)
         return await ctrl.handle_controlled_shutdown(req.body.broker_id, req.body.broker_epoch)
 
-    async def alter_partition(conn: Connection, req: Request) -> Any:
-        ctrl = broker.components.controller
+    async def alter_partition(self, conn: Connection, req: Request) -> Any:
+        ctrl = self.controller()
         if ctrl is None or not ctrl.is_active:
             return _AP(error_code=ErrorCode.NOT_CONTROLLER)
         return await ctrl.handle_alter_partition(req.body)
 
-    apis = broker.apis
-    apis.register(ApiKey.LEADER_AND_ISR, leader_and_isr)
-    apis.register(ApiKey.UPDATE_METADATA, update_metadata)
-    apis.register(ApiKey.STOP_REPLICA, stop_replica)
-    apis.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)
-    apis.register(ApiKey.ALTER_PARTITION, alter_partition)
+    def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.LEADER_AND_ISR, self.leader_and_isr)
+        apis.register(ApiKey.UPDATE_METADATA, self.update_metadata)
+        apis.register(ApiKey.STOP_REPLICA, self.stop_replica)
+        apis.register(ApiKey.CONTROLLED_SHUTDOWN, self.controlled_shutdown)
+        apis.register(ApiKey.ALTER_PARTITION, self.alter_partition)
 
 
-async def start_controller_services(broker: Broker) -> None:
-    """Every broker runs a KafkaController; the one whose elector wins ZooKeeper's race is active."""
-    from controller.controller import KafkaController
+class ControllerServices:
+    """The KafkaController every broker runs (the one whose elector wins ZooKeeper's race is active),
+    and the client that asks the active controller for a controlled shutdown."""
 
-    assert broker.zk is not None
-    # Kafka's ControllerChannelManager: the control-plane listener when there is one, else the
-    # inter-broker listener.
-    ctrl = KafkaController(broker.zk, broker.broker_id, asyncio.get_running_loop(),
-                           config_getter=lambda name: broker.config.get(name),
-                           listener_name=broker.controller_listener)
-    broker.components.controller = ctrl
-    await ctrl.start()
+    def __init__(self, zk: KafkaZkClient, broker_id: int, config: Callable[[], BrokerConfig],
+                 listener_name: str, broker_epoch: Callable[[], int]) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.config = config  # dynamic broker config: read at each use
+        # Kafka's ControllerChannelManager and NodeToControllerChannelManager (ZooKeeper mode): the
+        # control-plane listener when there is one, else the inter-broker listener.
+        self.listener_name = listener_name
+        self.broker_epoch = broker_epoch
+        self.controller: KafkaController | None = None
+        self.client: InterBrokerClient | None = None
 
+    async def start(self) -> None:
+        from controller.controller import KafkaController
 
-async def stop_controller_services(broker: Broker) -> None:
-    ctrl, broker.components.controller = broker.components.controller, None
-    if ctrl is not None:
-        try:
-            await ctrl.shutdown()
-        except Exception:
-            log.exception("stopping the controller failed")
-    client, broker.components.controller_client = broker.components.controller_client, None
-    if client is not None:
-        await client.close()
+        self.controller = KafkaController(self.zk, self.broker_id, asyncio.get_running_loop(),
+                                          config_getter=lambda name: self.config().get(name),
+                                          listener_name=self.listener_name)
+        await self.controller.start()
 
+    async def stop(self) -> None:
+        ctrl, self.controller = self.controller, None
+        if ctrl is not None:
+            try:
+                await ctrl.shutdown()
+            except Exception:
+                log.exception("stopping the controller failed")
+        client, self.client = self.client, None
+        if client is not None:
+            await client.close()
 
-async def controlled_shutdown(broker: Broker) -> None:
-    """Ask the controller to move our leaderships away before we go (controlled.shutdown.*)."""
-    from controller.client import InterBrokerClient
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away before we go (controlled.shutdown.*)."""
+        from controller.client import InterBrokerClient
 
-    assert broker.zk is not None
-    client = broker.components.controller_client
-    if client is None:
-        # As Kafka's NodeToControllerChannelManager in ZooKeeper mode: the controller's control-plane
-        # endpoint when there is one.
-        client = InterBrokerClient(broker.zk, broker.broker_id, asyncio.get_running_loop(),
-                                   listener_name=broker.controller_listener)
-        await client.start()
-        broker.components.controller_client = client
-    await client.controlled_shutdown_until_done(
-        broker.broker_epoch, max_retries=broker.config.get("controlled.shutdown.max.retries"),
-        retry_backoff_ms=broker.config.get("controlled.shutdown.retry.backoff.ms"))
+        if self.client is None:
+            self.client = InterBrokerClient(self.zk, self.broker_id, asyncio.get_running_loop(),
+                                            listener_name=self.listener_name)
+            await self.client.start()
+        config = self.config()
+        await self.client.controlled_shutdown_until_done(
+            self.broker_epoch(), max_retries=config.get("controlled.shutdown.max.retries"),
+            retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"))

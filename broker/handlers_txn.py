@@ -41,7 +41,8 @@ def _fenced(code: ErrorCode, old_client: bool) -> ErrorCode:
 
 
 def register(broker: Broker) -> None:
-    pids = ProducerIdManager(broker)
+    assert broker.zk is not None
+    pids = ProducerIdManager(broker.zk, broker.broker_id, broker.zk_call)
     broker.components.producer_ids = pids
 
     def coordinator() -> TransactionCoordinator | None:

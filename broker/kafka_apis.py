@@ -37,7 +37,6 @@ from protocol.messages import (
 )
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection, Parts
 
 log = logging.getLogger(__name__)
@@ -52,8 +51,9 @@ HandlerFn = Callable[["Connection", Request], Awaitable[Any]]
 
 
 class KafkaApis:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, control_plane_listener: str | None) -> None:
+        # Controller-to-broker APIs are served only on this listener when it is set.
+        self.control_plane_listener = control_plane_listener
         self.handlers: dict[int, HandlerFn] = {ApiKey.API_VERSIONS: self.handle_api_versions}
         self.request_stats: dict[int, list[float]] = {}  # api key -> [count, total seconds]
         self.observer: Callable[[Request, float], None] | None = None
@@ -100,7 +100,7 @@ class KafkaApis:
         return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)
 
     def listener_refuses(self, conn: Connection, frame: memoryview) -> bool:
-        control_plane = self.broker.control_plane_listener
+        control_plane = self.control_plane_listener
         if control_plane is None or conn.listener == control_plane or len(frame) < 2:
             return False
         api_key = int.from_bytes(frame[:2], "big", signed=True)

@@ -10,13 +10,16 @@ import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.wiring import ZkCall
+    from controller.zk_client import KafkaZkClient
     from controller.zk_data import ProducerIdBlock
 
 
 class ProducerIdManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, zk: KafkaZkClient, broker_id: int, zk_call: ZkCall) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.zk_call = zk_call
         self._block: ProducerIdBlock | None = None
         self._next = 0
         self._lock = asyncio.Lock()
@@ -24,9 +27,7 @@ class ProducerIdManager:
     async def generate(self) -> int:
         async with self._lock:
             if self._block is None or self._next > self._block.last_producer_id:
-                assert self.broker.zk is not None
-                self._block = await self.broker.zk_call(self.broker.zk.allocate_producer_id_block,
-                                                        self.broker.broker_id)
+                self._block = await self.zk_call(self.zk.allocate_producer_id_block, self.broker_id)
                 self._next = self._block.first_producer_id
             pid = self._next
             self._next += 1

@@ -18,14 +18,15 @@ Two dependency cycles are broken without attaching attributes after construction
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.purgatory import Purgatory
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from broker.controller_glue import ControllerRequestState
+    from broker.controller_glue import ControllerRequestState, ControllerServices
     from broker.group_coordinator import GroupCoordinator
     from broker.handlers_admin import AdminHandlers
     from broker.handlers_group import GroupHandlers
@@ -36,11 +37,13 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
     from broker.replication_quota import ReplicationQuota
     from broker.txn_coordinator import TransactionCoordinator
-    from controller.client import InterBrokerClient
     from controller.controller import KafkaController
     from controller.network_client import ConnectionPool
 
 log = logging.getLogger(__name__)
+
+# Broker.zk_call: runs a blocking ZooKeeper call off the event loop.
+ZkCall = Callable[..., Awaitable[Any]]
 
 
 @dataclass
@@ -58,23 +61,27 @@ class BrokerComponents:
     group_coordinator: GroupCoordinator | None = None
     groups: GroupHandlers | None = None
     txn_coordinator: TransactionCoordinator | None = None
-    controller: KafkaController | None = None
-    controller_client: InterBrokerClient | None = None
+    controller_services: ControllerServices | None = None
     metrics: MetricsServer | None = None
+
+    @property
+    def controller(self) -> KafkaController | None:
+        """This broker's KafkaController (active or not); None before start and after stop."""
+        return self.controller_services.controller if self.controller_services is not None else None
 
 
 async def build_components(broker: Broker) -> ReplicaManager:
     """Build the replica manager (returned: the broker keeps it) and register every handler."""
     from broker import (
-        controller_glue,
         handlers_admin,
         handlers_cluster,
-        handlers_data,
         handlers_group,
         handlers_security,
         handlers_txn,
         txn_coordinator,
     )
+    from broker.controller_glue import ControllerApis, ControllerRequestState, ControllerServices
+    from broker.handlers_data import DataApis
     from broker.isr_manager import IsrManager
     from broker.replica_fetcher import ReplicaFetcherManager
     from broker.replica_manager import ReplicaManager
@@ -95,8 +102,14 @@ async def build_components(broker: Broker) -> ReplicaManager:
                         isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers)
     broker.replica_manager = rm
     await c.isr_manager.start()
-    handlers_data.register(broker)
-    controller_glue.register(broker)
+    DataApis(rm).register(broker.apis)
+    assert broker.zk is not None
+    c.controller_requests = ControllerRequestState(lambda: broker.broker_epoch, broker.zk, broker.zk_call)
+    ControllerApis(c.controller_requests, rm, broker.metadata, c.metadata_waiters,
+                   lambda: c.controller).register(broker.apis)
+    # Started by the broker once registered in ZooKeeper (the controller needs our broker epoch).
+    c.controller_services = ControllerServices(broker.zk, broker.broker_id, lambda: broker.config,
+                                               broker.controller_listener, lambda: broker.broker_epoch)
     handlers_admin.register(broker)
     handlers_cluster.register(broker)
     handlers_security.register(broker)
