@@ -13,6 +13,7 @@ responses are matched by correlation id and the connection is not re-opened per 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from controller.network_client import ConnectionPool, ConnectionSettings, KafkaConnectionError
@@ -21,8 +22,10 @@ from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection
+    from broker.kafka_apis import KafkaApis
+    from broker.metadata_cache import MetadataCache
+    from controller.controller import KafkaController
     from protocol.messages import Request
 
 log = logging.getLogger(__name__)
@@ -48,25 +51,29 @@ def _not_controller(api_key: int, body: Any) -> Any:
 
 
 class ClusterHandlers:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, broker_id: int, metadata: MetadataCache, inter_broker_listener: str,
+                 controller: Callable[[], KafkaController | None]) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.inter_broker_listener = inter_broker_listener
+        self.controller = controller  # this broker's KafkaController, once started
         # Requests are forwarded at the client's own version, so versions are given, not negotiated.
         # A reassignment or election may take the controller a while: several can be in flight.
         self.pool = ConnectionPool(ConnectionSettings(
-            client_id=f"broker-{broker.broker_id}-forward", request_timeout_s=FORWARD_TIMEOUT_S,
+            client_id=f"broker-{broker_id}-forward", request_timeout_s=FORWARD_TIMEOUT_S,
             negotiate_versions=False, max_in_flight=5))
 
     def _active_controller(self) -> Any:
-        ctrl = self.broker.components.controller
+        ctrl = self.controller()
         return ctrl if ctrl is not None and ctrl.is_active else None
 
     async def _forward(self, req: Request) -> Any:
         """Send ``req`` as it came (same API version) to the controller and return its response body."""
         hdr = req.header
-        controller_id = self.broker.metadata.controller_id
-        if controller_id < 0 or controller_id == self.broker.broker_id:
+        controller_id = self.metadata.controller_id
+        if controller_id < 0 or controller_id == self.broker_id:
             return _not_controller(hdr.api_key, req.body)
-        ep = self.broker.metadata.endpoint(controller_id, self.broker.inter_broker_listener)
+        ep = self.metadata.endpoint(controller_id, self.inter_broker_listener)
         if ep is None:
             return _not_controller(hdr.api_key, req.body)
         try:
@@ -94,15 +101,11 @@ class ClusterHandlers:
         return await ctrl.handle_list_partition_reassignments(req.body)
 
 
-def register(broker: Broker) -> None:
-    h = ClusterHandlers(broker)
-    broker.components.forwarding_pool = h.pool
-    broker.apis.register(ApiKey.ELECT_LEADERS, h.elect_leaders)
-    broker.apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, h.alter_partition_reassignments)
-    broker.apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, h.list_partition_reassignments)
+    def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.ELECT_LEADERS, self.elect_leaders)
+        apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, self.alter_partition_reassignments)
+        apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, self.list_partition_reassignments)
 
-
-def unregister(broker: Broker) -> None:
-    pool, broker.components.forwarding_pool = broker.components.forwarding_pool, None
-    if pool is not None:
-        pool.close()
+    def close(self) -> None:
+        """Drop the pooled forwarding connection to the controller."""
+        self.pool.close()

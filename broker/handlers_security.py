@@ -24,8 +24,10 @@ from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection
+    from broker.kafka_apis import KafkaApis
+    from broker.wiring import ZkCall
+    from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
 
 DEFAULT = "<default>"
@@ -86,12 +88,11 @@ def _quota_path(entity: dict[str, str | None]) -> tuple[str, str]:
 
 
 class SecurityHandlers:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """SASL, ACLs, client quotas and SCRAM credentials (the last two stored in ZooKeeper's /config)."""
 
-    @property
-    def zk(self) -> Any:
-        return self.broker.zk
+    def __init__(self, zk: KafkaZkClient, zk_call: ZkCall) -> None:
+        self.zk = zk
+        self.zk_call = zk_call
 
     # -- SASL and ACLs ---------------------------------------------------------------------------------
 
@@ -127,16 +128,16 @@ class SecurityHandlers:
             return None if raw == DEFAULT else desanitize(raw)
 
         for ctype, etype in (("clients", "client-id"), ("users", "user"), ("ips", "ip")):
-            names = await self.broker.zk_call(zk.get_all_entities_with_config, ctype)
+            names = await self.zk_call(zk.get_all_entities_with_config, ctype)
             for raw in names:
-                cfg = await self.broker.zk_call(zk.get_entity_config, ctype, raw)
+                cfg = await self.zk_call(zk.get_entity_config, ctype, raw)
                 quotas = {k: v for k, v in cfg.items() if k in QUOTA_KEYS | IP_QUOTA_KEYS}
                 if quotas:
                     out.append(({etype: name_of(raw)}, quotas))
                 if ctype == "users":
-                    children = await self.broker.zk_call(zk.get_children, f"/config/users/{raw}/clients") or []
+                    children = await self.zk_call(zk.get_children, f"/config/users/{raw}/clients") or []
                     for craw in children:
-                        ccfg = await self.broker.zk_call(zk.get_entity_config, "users", f"{raw}/clients/{craw}")
+                        ccfg = await self.zk_call(zk.get_entity_config, "users", f"{raw}/clients/{craw}")
                         cq = {k: v for k, v in ccfg.items() if k in QUOTA_KEYS}
                         if cq:
                             out.append(({"user": name_of(raw), "client-id": name_of(craw)}, cq))
@@ -193,14 +194,14 @@ class SecurityHandlers:
                         break
             if err == ErrorCode.NONE and not b.validate_only:
                 ctype, name = _quota_path(entity)
-                cfg = dict(await self.broker.zk_call(self.zk.get_entity_config, ctype, name))
+                cfg = dict(await self.zk_call(self.zk.get_entity_config, ctype, name))
                 for op in e.ops:
                     if op.remove:
                         cfg.pop(op.key, None)
                     else:
                         v = op.value
                         cfg[op.key] = str(int(v)) if v == int(v) and op.key != "request_percentage" else repr(v)
-                await self.broker.zk_call(self.zk.set_or_create_entity_config, ctype, name, cfg)
+                await self.zk_call(self.zk.set_or_create_entity_config, ctype, name, cfg)
             results.append(_AQ.EntryData(error_code=err, error_message=msg, entity=[
                 _AQ.EntityData(entity_type=d.entity_type, entity_name=d.entity_name) for d in e.entity]))
         return _AQ(entries=results)
@@ -210,7 +211,7 @@ class SecurityHandlers:
     async def describe_user_scram_credentials(self, conn: Connection, req: Request) -> Any:
         b = req.body
         if b.users is None or not b.users:
-            raw = await self.broker.zk_call(self.zk.get_all_entities_with_config, "users")
+            raw = await self.zk_call(self.zk.get_all_entities_with_config, "users")
             users = [desanitize(u) for u in raw if u != DEFAULT]
             explicit = False
         else:
@@ -223,7 +224,7 @@ class SecurityHandlers:
                     credential_infos=[]) for u in sorted(set(users))])
         results = []
         for user in users:
-            cfg = await self.broker.zk_call(self.zk.get_entity_config, "users", sanitize(user))
+            cfg = await self.zk_call(self.zk.get_entity_config, "users", sanitize(user))
             infos = []
             for mech, (mname, _d) in SCRAM_MECHANISMS.items():
                 stored = cfg.get(mname)
@@ -267,7 +268,7 @@ class SecurityHandlers:
                 code, msg = errors[user]
                 results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=msg))
                 continue
-            cfg = dict(await self.broker.zk_call(self.zk.get_entity_config, "users", sanitize(user)))
+            cfg = dict(await self.zk_call(self.zk.get_entity_config, "users", sanitize(user)))
             code, msg = ErrorCode.NONE, None
             for kind, mech, op in ops:
                 mname = SCRAM_MECHANISMS[mech][0]
@@ -279,20 +280,18 @@ class SecurityHandlers:
                 else:
                     cfg[mname] = scram_credential(mech, op.salt, op.salted_password, op.iterations)
             if code == ErrorCode.NONE:
-                await self.broker.zk_call(self.zk.set_or_create_entity_config, "users", sanitize(user), cfg)
+                await self.zk_call(self.zk.set_or_create_entity_config, "users", sanitize(user), cfg)
             results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=msg))
         return _AS(results=results)
 
 
-def register(broker: Broker) -> None:
-    h = SecurityHandlers(broker)
-    apis = broker.apis
-    apis.register(ApiKey.SASL_HANDSHAKE, h.sasl_handshake)
-    apis.register(ApiKey.SASL_AUTHENTICATE, h.sasl_authenticate)
-    apis.register(ApiKey.DESCRIBE_ACLS, h.describe_acls)
-    apis.register(ApiKey.CREATE_ACLS, h.create_acls)
-    apis.register(ApiKey.DELETE_ACLS, h.delete_acls)
-    apis.register(ApiKey.DESCRIBE_CLIENT_QUOTAS, h.describe_client_quotas)
-    apis.register(ApiKey.ALTER_CLIENT_QUOTAS, h.alter_client_quotas)
-    apis.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, h.describe_user_scram_credentials)
-    apis.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, h.alter_user_scram_credentials)
+    def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.SASL_HANDSHAKE, self.sasl_handshake)
+        apis.register(ApiKey.SASL_AUTHENTICATE, self.sasl_authenticate)
+        apis.register(ApiKey.DESCRIBE_ACLS, self.describe_acls)
+        apis.register(ApiKey.CREATE_ACLS, self.create_acls)
+        apis.register(ApiKey.DELETE_ACLS, self.delete_acls)
+        apis.register(ApiKey.DESCRIBE_CLIENT_QUOTAS, self.describe_client_quotas)
+        apis.register(ApiKey.ALTER_CLIENT_QUOTAS, self.alter_client_quotas)
+        apis.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, self.describe_user_scram_credentials)
+        apis.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, self.alter_user_scram_credentials)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from broker.controller_glue import ControllerRequestState, ControllerServices
     from broker.group_coordinator import GroupCoordinator
     from broker.handlers_admin import AdminHandlers
+    from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_group import GroupHandlers
     from broker.isr_manager import IsrManager
     from broker.metrics import MetricsServer
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from broker.replication_quota import ReplicationQuota
     from broker.txn_coordinator import TransactionCoordinator
     from controller.controller import KafkaController
-    from controller.network_client import ConnectionPool
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class BrokerComponents:
     isr_manager: IsrManager | None = None
     controller_requests: ControllerRequestState | None = None
     admin: AdminHandlers | None = None
-    forwarding_pool: ConnectionPool | None = None
+    cluster: ClusterHandlers | None = None  # owns the forwarding connection pool
     producer_ids: ProducerIdManager | None = None
     group_coordinator: GroupCoordinator | None = None
     groups: GroupHandlers | None = None
@@ -74,14 +74,14 @@ async def build_components(broker: Broker) -> ReplicaManager:
     """Build the replica manager (returned: the broker keeps it) and register every handler."""
     from broker import (
         handlers_admin,
-        handlers_cluster,
         handlers_group,
-        handlers_security,
         handlers_txn,
         txn_coordinator,
     )
     from broker.controller_glue import ControllerApis, ControllerRequestState, ControllerServices
+    from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_data import DataApis
+    from broker.handlers_security import SecurityHandlers
     from broker.isr_manager import IsrManager
     from broker.replica_fetcher import ReplicaFetcherManager
     from broker.replica_manager import ReplicaManager
@@ -111,8 +111,9 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.controller_services = ControllerServices(broker.zk, broker.broker_id, lambda: broker.config,
                                                broker.controller_listener, lambda: broker.broker_epoch)
     handlers_admin.register(broker)
-    handlers_cluster.register(broker)
-    handlers_security.register(broker)
+    c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller)
+    c.cluster.register(broker.apis)
+    SecurityHandlers(broker.zk, broker.zk_call).register(broker.apis)
     handlers_txn.register(broker)
     await handlers_group.register(broker)
     await txn_coordinator.register(broker)
@@ -120,10 +121,12 @@ async def build_components(broker: Broker) -> ReplicaManager:
 
 
 async def stop_components(broker: Broker) -> None:
-    from broker import handlers_cluster, txn_coordinator
+    from broker import txn_coordinator
 
     c = broker.components
-    handlers_cluster.unregister(broker)  # the pooled forwarding connection to the controller
+    cluster, c.cluster = c.cluster, None
+    if cluster is not None:
+        cluster.close()  # the pooled forwarding connection to the controller
     fetchers, c.replica_fetchers = c.replica_fetchers, None
     if fetchers is not None:
         await fetchers.shutdown()
