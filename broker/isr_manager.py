@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.api_versions import ApiKey
@@ -20,16 +21,31 @@ from protocol.errors import ErrorCode
 from protocol.messages import request_type
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.partition import Partition
+    from broker.replica_manager import ReplicaManager
+    from config.registry import BrokerConfig
+    from controller.zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 _AP = request_type(ApiKey.ALTER_PARTITION)
 
 
 class IsrManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """Kafka's AlterPartitionManager plus the ISR expiration task.
+
+    The replica manager is handed in as an accessor: it is built after this object (it receives this
+    one through its constructor), so the two are not each other's constructor arguments.
+    """
+
+    def __init__(self, broker_id: int, zk: KafkaZkClient, listener_name: str, broker_epoch: Callable[[], int],
+                 config: Callable[[], BrokerConfig], replica_manager: Callable[[], ReplicaManager | None]) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        # The controller channel's listener: control plane when control.plane.listener.name is set.
+        self.listener_name = listener_name
+        self.broker_epoch = broker_epoch
+        self.config = config
+        self.replica_manager = replica_manager
         self.client: Any = None
         self.shrinks = 0
         self.expands = 0
@@ -39,11 +55,8 @@ class IsrManager:
     async def start(self) -> None:
         from controller.client import InterBrokerClient
 
-        assert self.broker.zk is not None
-        # Kafka's AlterPartitionManager in ZooKeeper mode uses the controller channel's listener: the
-        # control plane when control.plane.listener.name is set, else the inter-broker listener.
-        self.client = InterBrokerClient(self.broker.zk, self.broker.broker_id, asyncio.get_running_loop(),
-                                        listener_name=self.broker.controller_listener)
+        self.client = InterBrokerClient(self.zk, self.broker_id, asyncio.get_running_loop(),
+                                        listener_name=self.listener_name)
         await self.client.start()
         self._task = asyncio.ensure_future(self._shrink_loop())
 
@@ -54,10 +67,10 @@ class IsrManager:
             await self.client.close()
 
     async def _shrink_loop(self) -> None:
-        max_lag = self.broker.config.get("replica.lag.time.max.ms")
+        max_lag = self.config().get("replica.lag.time.max.ms")
         while True:
             await asyncio.sleep(max_lag / 2000.0)
-            rm = self.broker.replica_manager
+            rm = self.replica_manager()
             if rm is None:
                 continue
             for p in list(rm.partitions.values()):
@@ -67,7 +80,7 @@ class IsrManager:
                 if out:
                     new_isr = p.isr - out
                     log.info("[Partition %s-%d broker=%d] Shrinking ISR from %s to %s (out of sync: %s)",
-                             p.topic, p.partition, self.broker.broker_id, sorted(p.isr), sorted(new_isr), sorted(out))
+                             p.topic, p.partition, self.broker_id, sorted(p.isr), sorted(new_isr), sorted(out))
                     self.submit(p, new_isr, expand=False)
 
     def maybe_expand(self, p: Partition) -> None:
@@ -77,7 +90,7 @@ class IsrManager:
         if caught_up:
             new_isr = p.isr | caught_up
             log.info("[Partition %s-%d broker=%d] Expanding ISR from %s to %s", p.topic, p.partition,
-                     self.broker.broker_id, sorted(p.isr), sorted(new_isr))
+                     self.broker_id, sorted(p.isr), sorted(new_isr))
             self.submit(p, new_isr, expand=True)
 
     def submit(self, p: Partition, new_isr: set[int], *, expand: bool) -> None:
@@ -86,11 +99,11 @@ class IsrManager:
 
     async def _send(self, p: Partition, new_isr: set[int], leader_epoch: int, partition_epoch: int,
                     expand: bool) -> None:
-        body = _AP(broker_id=self.broker.broker_id, broker_epoch=self.broker.broker_epoch, topics=[
+        body = _AP(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
             _AP.TopicData(topic_id=p.topic_id, partitions=[_AP.PartitionData(
                 partition_index=p.partition, leader_epoch=leader_epoch,
                 new_isr_with_epochs=[_AP.BrokerState(broker_id=r, broker_epoch=(
-                    p.remote[r].broker_epoch if r in p.remote else self.broker.broker_epoch)) for r in sorted(new_isr)],
+                    p.remote[r].broker_epoch if r in p.remote else self.broker_epoch())) for r in sorted(new_isr)],
                 leader_recovery_state=0, partition_epoch=partition_epoch)])])
         try:
             resp = await self.client.alter_partition(body)
@@ -120,7 +133,7 @@ class IsrManager:
             self.expands += 1
         else:
             self.shrinks += 1
-        rm = self.broker.replica_manager
+        rm = self.replica_manager()
         if rm is not None and p.maybe_increment_hw():
             rm.notify_hw(p.tp)
         elif rm is not None:

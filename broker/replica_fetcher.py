@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,11 @@ from protocol.messages import request_type
 from protocol.records import iter_batches
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.metadata_cache import MetadataCache
     from broker.partition import Partition
+    from broker.replica_manager import ReplicaManager
     from broker.replication_quota import ReplicationQuota
+    from config.registry import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +51,16 @@ class FetchState:
 class ReplicaFetcher:
     """Replicates the partitions this broker follows whose leader is ``leader_id``."""
 
-    def __init__(self, broker: Broker, leader_id: int, quota: ReplicationQuota) -> None:
-        self.broker = broker
-        self.quota = quota
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.broker_id = manager.broker_id
+        self.quota = manager.follower_quota
         self.leader_id = leader_id
         self.partitions: dict[TP, FetchState] = {}
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.conn: NodeClient | None = None
-        cfg = broker.config
+        cfg = manager.config()
         self.max_wait_ms = cfg.get("replica.fetch.wait.max.ms")
         self.min_bytes = cfg.get("replica.fetch.min.bytes")
         self.max_bytes = cfg.get("replica.fetch.response.max.bytes")
@@ -86,7 +90,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------------------------------------
 
     def _partition(self, tp: TP) -> Partition | None:
-        rm = self.broker.replica_manager
+        rm = self.manager.replica_manager()
         p = rm.partitions.get(tp) if rm is not None else None
         if p is None or p.is_leader or p.leader_id != self.leader_id:
             return None
@@ -94,13 +98,13 @@ class ReplicaFetcher:
 
     async def _connection(self) -> NodeClient:
         if self.conn is None:
-            ep = self.broker.metadata.endpoint(self.leader_id, self.broker.inter_broker_listener)
+            ep = self.manager.metadata.endpoint(self.leader_id, self.manager.listener_name)
             if ep is None:
                 raise ConnectionError(f"no endpoint known for leader {self.leader_id}")
             # Versions pinned (no ApiVersions round trip): the leader is a kafkette broker. One request
             # at a time: the fetcher waits for each response before building the next fetch.
             self.conn = NodeClient(ep[0], ep[1], ConnectionSettings(
-                client_id=f"replica-fetcher-{self.broker.broker_id}-{self.leader_id}",
+                client_id=f"replica-fetcher-{self.broker_id}-{self.leader_id}",
                 connect_timeout_s=self.timeout_s, request_timeout_s=self.timeout_s, max_in_flight=1,
                 negotiate_versions=False, reconnect_backoff_s=self.backoff_s,
                 reconnect_backoff_max_s=max(self.backoff_s, 1.0)))
@@ -159,7 +163,7 @@ class ReplicaFetcher:
             self.partitions[tp].truncating = False
         if not by_topic:
             return
-        body = _EPOCH_REQ(replica_id=self.broker.broker_id, topics=[
+        body = _EPOCH_REQ(replica_id=self.broker_id, topics=[
             _EPOCH_REQ.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         conn = await self._connection()
         resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body, version=EPOCH_VERSION)
@@ -218,10 +222,10 @@ class ReplicaFetcher:
                 log_start_offset=p.log.log_start_offset, partition_max_bytes=self.partition_max_bytes))
         if not by_topic:
             return
-        body = _FETCH_REQ(replica_id=self.broker.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+        body = _FETCH_REQ(replica_id=self.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
                           max_bytes=self.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
                           topics=[_FETCH_REQ.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                          forgotten_topics_data=[], rack_id=self.broker.config.get("broker.rack") or "")
+                          forgotten_topics_data=[], rack_id=self.manager.config().get("broker.rack") or "")
         conn = await self._connection()
         # The leader may hold the fetch for max_wait_ms before it answers.
         resp = await conn.request(ApiKey.FETCH, body, version=FETCH_VERSION,
@@ -264,7 +268,9 @@ class ReplicaFetcher:
                 end = b.pos + b.size
             if end:
                 p.log.append(records[:end], assign_offsets=False, from_client=False)
-                self.broker.replica_manager.notify_append(p.tp)  # type: ignore[union-attr]
+                rm = self.manager.replica_manager()
+                if rm is not None:
+                    rm.notify_append(p.tp)
         # The follower's HW is the leader's, bounded by what we hold.
         hw = min(pd.high_watermark, p.log.log_end_offset)
         if hw > p.log.high_watermark:
@@ -286,8 +292,16 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker, follower_quota: ReplicationQuota) -> None:
-        self.broker = broker
+    """One ReplicaFetcher per leader broker. The replica manager is an accessor: it is built after this
+    object and receives it through its constructor."""
+
+    def __init__(self, broker_id: int, metadata: MetadataCache, listener_name: str, config: Callable[[], BrokerConfig],
+                 replica_manager: Callable[[], ReplicaManager | None], follower_quota: ReplicationQuota) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.listener_name = listener_name  # the inter-broker listener of the leaders
+        self.config = config  # dynamic broker config: read when a fetcher starts
+        self.replica_manager = replica_manager
         self.follower_quota = follower_quota
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.follower_of: dict[TP, int] = {}
@@ -299,7 +313,7 @@ class ReplicaFetcherManager:
             return
         f = self.fetchers.get(leader_id)
         if f is None:
-            f = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id, self.follower_quota)
+            f = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
             f.start()
         f.add(tp, leader_epoch)
         self.follower_of[tp] = leader_id
@@ -317,7 +331,7 @@ class ReplicaFetcherManager:
 
     def lag(self) -> dict[TP, int]:
         """Per followed partition: how far our LEO is behind the leader's HW as last seen."""
-        rm = self.broker.replica_manager
+        rm = self.replica_manager()
         out = {}
         for tp in self.follower_of:
             p = rm.partitions.get(tp) if rm is not None else None

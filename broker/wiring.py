@@ -88,7 +88,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     from broker.replication_quota import ReplicationQuota
 
     c = broker.components
-    assert broker.log_manager is not None
+    assert broker.log_manager is not None and broker.zk is not None
     # Replication throttles; rates are dynamic broker configs, so read through broker.config each time.
     leader_quota = ReplicationQuota(
         broker.broker_id, "leader.replication.throttled.rate", "leader_replication_throttled_replicas",
@@ -96,8 +96,10 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.follower_quota = ReplicationQuota(
         broker.broker_id, "follower.replication.throttled.rate", "follower_replication_throttled_replicas",
         lambda name: broker.config.get(name), broker.topic_config)
-    c.replica_fetchers = ReplicaFetcherManager(broker, c.follower_quota)
-    c.isr_manager = IsrManager(broker)
+    c.replica_fetchers = ReplicaFetcherManager(broker.broker_id, broker.metadata, broker.inter_broker_listener,
+                                               lambda: broker.config, lambda: broker.replica_manager, c.follower_quota)
+    c.isr_manager = IsrManager(broker.broker_id, broker.zk, broker.controller_listener, lambda: broker.broker_epoch,
+                               lambda: broker.config, lambda: broker.replica_manager)
     rm = ReplicaManager(broker.broker_id, broker.config, broker.log_manager, broker.metadata, broker.topic_config,
                         isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers)
     broker.replica_manager = rm
