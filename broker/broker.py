@@ -19,6 +19,7 @@ import socket
 import time
 from typing import Any
 
+from broker.config_changes import ConfigChangeListener
 from broker.connection import Connection, ConnectionStats, limited_log
 from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
 from broker.kafka_apis import KafkaApis
@@ -75,7 +76,7 @@ class Broker:
         self._stopping: asyncio.Event | None = None  # created in run(), inside the loop
         self.started_at = time.time()
         self.components = BrokerComponents()  # built in startup() by build_components
-        self.config_changes: Any = None  # ConfigChangeListener, from startup()
+        self.config_changes: ConfigChangeListener | None = None  # from startup()
 
     # ------------------------------------------------------------------------------------------------
     # Configuration views
@@ -141,9 +142,8 @@ class Broker:
         self.cluster_id = await self.zk_call(self.zk.get_or_create_cluster_id)
         self.metadata.cluster_id = self.cluster_id
         await self._load_dynamic_configs()
-        from broker.config_changes import ConfigChangeListener
-
-        self.config_changes = ConfigChangeListener(self)
+        self.config_changes = ConfigChangeListener(self.zk, self.zk_call, self.broker_id, asyncio.get_running_loop(),
+                                                   self)
         await self.config_changes.start()
         self.log_manager = LogManager(
             list(cfg.log_dir_list), broker_id=self.broker_id, cluster_id=self.cluster_id,

@@ -16,19 +16,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from controller import zk_data as zd
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.wiring import ZkCall
+    from controller.zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
 
+class DynamicConfigTarget(Protocol):
+    """Where changed configs go (the broker: topic overrides and its dynamic broker config)."""
+
+    def set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None: ...
+
+    def forget_topic_overrides(self, topic: str) -> None: ...
+
+    async def reload_dynamic_broker_config(self) -> None: ...
+
+
 class ConfigChangeListener:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, broker_id: int, loop: asyncio.AbstractEventLoop,
+                 target: DynamicConfigTarget) -> None:
+        self.zk = zk
+        self.zk_call = zk_call
+        self.broker_id = broker_id
+        self.loop = loop  # ZooKeeper watches fire on kazoo's thread and wake this loop
+        self.target = target
         self._last_change: str | None = None
         self._known_topics: set[str] | None = None
         self._wake = asyncio.Event()
@@ -36,11 +52,9 @@ class ConfigChangeListener:
 
     async def start(self) -> None:
         """Call after the broker loaded the configs present at startup: only later changes apply."""
-        b = self.broker
-        assert b.zk is not None and b.loop is not None
-        names = await b.zk_call(b.zk.get_config_change_notifications, self._watch)
+        names = await self.zk_call(self.zk.get_config_change_notifications, self._watch)
         self._last_change = names[-1] if names else None
-        self._known_topics = set(await b.zk_call(self._topics_with_config, self._watch))
+        self._known_topics = set(await self.zk_call(self._topics_with_config, self._watch))
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
@@ -50,14 +64,13 @@ class ConfigChangeListener:
                 await self._task
 
     def _watch(self, _event: Any) -> None:
-        loop = self.broker.loop
-        if loop is not None and not loop.is_closed():
+        loop = self.loop
+        if not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop is shutting down
                 loop.call_soon_threadsafe(self._wake.set)
 
     def _topics_with_config(self, watch: Any) -> list[str]:
-        assert self.broker.zk is not None
-        return self.broker.zk.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_TOPIC), watch) or []
+        return self.zk.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_TOPIC), watch) or []
 
     async def _run(self) -> None:
         while True:
@@ -73,36 +86,35 @@ class ConfigChangeListener:
                 self._wake.set()
 
     async def _process(self) -> None:
-        b = self.broker
-        assert b.zk is not None
+        zk, target = self.zk, self.target
         topics: set[str] = set()
         broker_changed = False
         # New and deleted topics (re-arms the watch on /config/topics).
-        current = set(await b.zk_call(self._topics_with_config, self._watch))
+        current = set(await self.zk_call(self._topics_with_config, self._watch))
         known = self._known_topics or set()
         topics |= current - known
         for gone in known - current:
-            b.forget_topic_overrides(gone)
+            target.forget_topic_overrides(gone)
         self._known_topics = current
         # Change notifications (re-arms the watch on /config/changes).
-        names = await b.zk_call(b.zk.get_config_change_notifications, self._watch)
+        names = await self.zk_call(zk.get_config_change_notifications, self._watch)
         fresh = [n for n in names if self._last_change is None or n > self._last_change]
         if fresh:
             self._last_change = fresh[-1]
         for n in fresh:
-            entity, _ = await b.zk_call(b.zk.read_config_change_notification, n)
+            entity, _ = await self.zk_call(zk.read_config_change_notification, n)
             if entity is None:
                 continue
             etype, name = entity
             if etype == zd.CONFIG_TYPE_TOPIC:
                 topics.add(name)
-            elif etype == zd.CONFIG_TYPE_BROKER and name in ("<default>", str(b.broker_id)):
+            elif etype == zd.CONFIG_TYPE_BROKER and name in ("<default>", str(self.broker_id)):
                 broker_changed = True
         if topics:
-            configs = await b.zk_call(b.zk.get_topic_configs, sorted(topics))
+            configs = await self.zk_call(zk.get_topic_configs, sorted(topics))
             for t in sorted(topics):
-                b.set_topic_overrides(t, configs.get(t, {}))
+                target.set_topic_overrides(t, configs.get(t, {}))
             log.info("reloaded topic configs from ZooKeeper: %s", ", ".join(sorted(topics)))
         if broker_changed:
-            await b.reload_dynamic_broker_config()
+            await target.reload_dynamic_broker_config()
             log.info("reloaded dynamic broker configs from ZooKeeper")
