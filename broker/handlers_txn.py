@@ -10,18 +10,22 @@ below v2). TxnOffsetCommit is served by the group coordinator (``broker/handlers
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker import txn_markers
-from broker.producer_ids import ProducerIdManager
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection
+    from broker.group_coordinator import GroupCoordinator
+    from broker.kafka_apis import KafkaApis
+    from broker.metadata_cache import MetadataCache
+    from broker.producer_ids import ProducerIdManager
+    from broker.replica_manager import ReplicaManager
     from broker.txn_coordinator import TransactionCoordinator
+    from broker.txn_markers import TxnMarkerWriter
     from protocol.messages import Request
 
 _IPI = response_type(ApiKey.INIT_PRODUCER_ID)
@@ -40,22 +44,28 @@ def _fenced(code: ErrorCode, old_client: bool) -> ErrorCode:
     return ErrorCode.INVALID_PRODUCER_EPOCH if old_client and code == ErrorCode.PRODUCER_FENCED else code
 
 
-def register(broker: Broker) -> None:
-    assert broker.zk is not None
-    pids = ProducerIdManager(broker.zk, broker.broker_id, broker.zk_call)
-    broker.components.producer_ids = pids
+class TxnApis:
+    """The producer-id and transaction APIs. The coordinators are accessors: this object is built
+    before them (the transaction coordinator needs the producer id manager first)."""
 
-    def coordinator() -> TransactionCoordinator | None:
-        return broker.components.txn_coordinator
+    def __init__(self, producer_ids: ProducerIdManager, metadata: MetadataCache, replica_manager: ReplicaManager,
+                 markers: TxnMarkerWriter, txn_coordinator: Callable[[], TransactionCoordinator | None],
+                 group_coordinator: Callable[[], GroupCoordinator | None]) -> None:
+        self.pids = producer_ids
+        self.metadata = metadata
+        self.rm = replica_manager
+        self.markers = markers
+        self.coordinator = txn_coordinator
+        self.group_coordinator = group_coordinator
 
-    async def init_producer_id(conn: Connection, req: Request) -> Any:
+    async def init_producer_id(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
         if b.transactional_id is None:
             # Without a transactional id the request is always accepted, whatever its transaction timeout
             # (librdkafka's idempotent producer sends -1), and gets a fresh id with epoch 0, as in Kafka.
-            pid = await pids.generate()
+            pid = await self.pids.generate()
             return _IPI(error_code=0, producer_id=pid, producer_epoch=0)
-        txn = coordinator()
+        txn = self.coordinator()
         if txn is None:
             return _IPI(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         pid_in = b.producer_id if v >= 3 else -1
@@ -69,28 +79,28 @@ def register(broker: Broker) -> None:
         code, pid, epoch = await txn.init_producer_id(b.transactional_id, b.transaction_timeout_ms, expected)
         return _IPI(error_code=int(_fenced(code, v < 4)), producer_id=pid, producer_epoch=epoch)
 
-    async def add_partitions_to_txn(conn: Connection, req: Request) -> Any:
+    async def add_partitions_to_txn(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
-        txn = coordinator()
+        txn = self.coordinator()
         if v < 4:
             topics = [(t.name, list(t.partitions)) for t in b.v3_and_below_topics]
-            result = await _add_partitions(txn, b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
+            result = await self._add_partitions(txn, b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
                                            b.v3_and_below_producer_epoch, topics, verify_only=False, old=v < 2)
             return _APT(results_by_topic_v3_and_below=result)
         results = []
         for t in b.transactions:
             topics = [(x.name, list(x.partitions)) for x in t.topics]
-            res = await _add_partitions(txn, t.transactional_id, t.producer_id, t.producer_epoch, topics,
+            res = await self._add_partitions(txn, t.transactional_id, t.producer_id, t.producer_epoch, topics,
                                         verify_only=bool(t.verify_only), old=False)
             results.append(_APT.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=res))
         return _APT(error_code=0, results_by_transaction=results)
 
-    async def _add_partitions(txn: TransactionCoordinator | None, transactional_id: str, producer_id: int,
+    async def _add_partitions(self, txn: TransactionCoordinator | None, transactional_id: str, producer_id: int,
                               producer_epoch: int, topics: list[tuple[str, list[int]]], *, verify_only: bool,
                               old: bool) -> list[Any]:
         tps = [(name, p) for name, parts in topics for p in parts]
         errors: dict[tuple[str, int], ErrorCode] = {}
-        unknown = {tp for tp in tps if broker.metadata.partition(*tp) is None}
+        unknown = {tp for tp in tps if self.metadata.partition(*tp) is None}
         if txn is None:
             errors = dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif unknown:
@@ -108,30 +118,29 @@ def register(broker: Broker) -> None:
                 _APT.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=int(code)))
         return [_APT.AddPartitionsToTxnTopicResult(name=n, results_by_partition=rs) for n, rs in by_topic.items()]
 
-    async def add_offsets_to_txn(conn: Connection, req: Request) -> Any:
+    async def add_offsets_to_txn(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
-        txn = coordinator()
-        gc = broker.components.group_coordinator
+        txn = self.coordinator()
+        gc = self.group_coordinator()
         if txn is None or gc is None:
             return _AOT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         tp = (OFFSETS_TOPIC, gc.partition_for(b.group_id))
         code = await txn.add_partitions(b.transactional_id, b.producer_id, b.producer_epoch, [tp])
         return _AOT(error_code=int(_fenced(code, v < 2)))
 
-    async def end_txn(conn: Connection, req: Request) -> Any:
+    async def end_txn(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
-        txn = coordinator()
+        txn = self.coordinator()
         if txn is None:
             return _END(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         code = await txn.end_transaction(b.transactional_id, b.producer_id, b.producer_epoch, bool(b.committed))
         return _END(error_code=int(_fenced(code, v < 2)))
 
-    async def write_txn_markers(conn: Connection, req: Request) -> Any:
-        return await txn_markers.handle_write_txn_markers(broker, req.body)
+    async def write_txn_markers(self, conn: Connection, req: Request) -> Any:
+        return await self.markers.handle_write_txn_markers(req.body)
 
-    async def describe_producers(conn: Connection, req: Request) -> Any:
-        rm = broker.replica_manager
-        assert rm is not None
+    async def describe_producers(self, conn: Connection, req: Request) -> Any:
+        rm = self.rm
         topics = []
         for t in req.body.topics:
             parts = []
@@ -140,7 +149,7 @@ def register(broker: Broker) -> None:
                 parts.append(r)
                 p = rm.partitions.get((t.name, idx))
                 if p is None:
-                    r.error_code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if broker.metadata.partition(t.name, idx)
+                    r.error_code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if self.metadata.partition(t.name, idx)
                                     is None else ErrorCode.NOT_LEADER_OR_FOLLOWER)
                     continue
                 if not p.is_leader:
@@ -155,8 +164,8 @@ def register(broker: Broker) -> None:
             topics.append(_DP.TopicResponse(name=t.name, partitions=parts))
         return _DP(topics=topics)
 
-    async def describe_transactions(conn: Connection, req: Request) -> Any:
-        txn = coordinator()
+    async def describe_transactions(self, conn: Connection, req: Request) -> Any:
+        txn = self.coordinator()
         states = []
         for tid in req.body.transactional_ids:
             st = _DT.TransactionState(error_code=0, transactional_id=tid, transaction_state="",
@@ -178,9 +187,9 @@ def register(broker: Broker) -> None:
             st.topics = [_DT.TopicData(topic=name, partitions=ps) for name, ps in meta.topics().items()]
         return _DT(transaction_states=states)
 
-    async def list_transactions(conn: Connection, req: Request) -> Any:
+    async def list_transactions(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
-        txn = coordinator()
+        txn = self.coordinator()
         if txn is None:
             return _LT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[], transaction_states=[])
         duration = b.duration_filter if v >= 1 else -1
@@ -189,12 +198,12 @@ def register(broker: Broker) -> None:
             _LT.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
                                  transaction_state=m.state.kafka_name) for m in metas])
 
-    apis = broker.apis
-    apis.register(ApiKey.INIT_PRODUCER_ID, init_producer_id)
-    apis.register(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_to_txn)
-    apis.register(ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_to_txn)
-    apis.register(ApiKey.END_TXN, end_txn)
-    apis.register(ApiKey.WRITE_TXN_MARKERS, write_txn_markers)
-    apis.register(ApiKey.DESCRIBE_PRODUCERS, describe_producers)
-    apis.register(ApiKey.DESCRIBE_TRANSACTIONS, describe_transactions)
-    apis.register(ApiKey.LIST_TRANSACTIONS, list_transactions)
+    def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.INIT_PRODUCER_ID, self.init_producer_id)
+        apis.register(ApiKey.ADD_PARTITIONS_TO_TXN, self.add_partitions_to_txn)
+        apis.register(ApiKey.ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn)
+        apis.register(ApiKey.END_TXN, self.end_txn)
+        apis.register(ApiKey.WRITE_TXN_MARKERS, self.write_txn_markers)
+        apis.register(ApiKey.DESCRIBE_PRODUCERS, self.describe_producers)
+        apis.register(ApiKey.DESCRIBE_TRANSACTIONS, self.describe_transactions)
+        apis.register(ApiKey.LIST_TRANSACTIONS, self.list_transactions)

@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.txn_log_format import (
     TxnLogValue,
@@ -50,6 +50,13 @@ from broker.txn_log_format import (
 from config.views import ConfigView, config_field
 from protocol.errors import ErrorCode
 from storage.clock import Clock, TimerHandle, as_clock
+
+if TYPE_CHECKING:
+    from broker.metadata_cache import MetadataCache
+    from broker.producer_ids import ProducerIdManager
+    from broker.replica_manager import ReplicaManager
+    from broker.txn_markers import TxnMarkerWriter
+    from config.registry import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -877,14 +884,14 @@ def _coordinator_error(code: ErrorCode | int) -> ErrorCode:
 class ReplicatedTxnLog:
     """``__transaction_state`` on the broker's own partition logs (leader appends, acks=all)."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.rm = replica_manager
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], timeout_s: float) -> ErrorCode:
         from broker.partition import PartitionError
         from protocol.records import NewRecord, build_batch
 
-        rm = self.broker.replica_manager
+        rm = self.rm
         tp = (TXN_TOPIC, partition)
         now = int(time.time() * 1000)
         batch = build_batch([NewRecord(k, v, now) for k, v in records])
@@ -900,7 +907,7 @@ class ReplicatedTxnLog:
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         from protocol.records import iter_batches
 
-        p = self.broker.replica_manager.partitions.get((TXN_TOPIC, partition))
+        p = self.rm.partitions.get((TXN_TOPIC, partition))
         if p is None:
             return
         lg = p.log
@@ -918,19 +925,23 @@ class ReplicatedTxnLog:
 class BrokerMarkerSender:
     """WriteTxnMarkers to partition leaders: written directly when we lead, else over the inter-broker listener."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, inter_broker_listener: str, request_timeout_ms: int,
+                 local: TxnMarkerWriter) -> None:
         from controller.network_client import ConnectionPool, ConnectionSettings
 
-        self.broker = broker
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.inter_broker_listener = inter_broker_listener
+        self.local = local  # markers for partitions this broker leads are written directly
         # Each WriteTxnMarkers waits on the leader for acks=all, and a broker serves a connection's
         # requests one at a time: markers of concurrent transactions use up to 4 connections per
         # leader instead of queueing behind each other.
         self._pool = ConnectionPool(ConnectionSettings(
-            client_id=f"txn-coordinator-{broker.broker_id}", negotiate_versions=False, max_in_flight=1,
-            request_timeout_s=broker.config.get("request.timeout.ms") / 1000.0 + 5.0), connections_per_node=4)
+            client_id=f"txn-coordinator-{broker_id}", negotiate_versions=False, max_in_flight=1,
+            request_timeout_s=request_timeout_ms / 1000.0 + 5.0), connections_per_node=4)
 
     def leader_of(self, tp: TP) -> int | None:
-        md = self.broker.metadata
+        md = self.metadata
         info = md.partition(*tp)
         if info is None:
             # Only a cache that knows the cluster may declare a partition gone; else wait for metadata.
@@ -941,11 +952,8 @@ class BrokerMarkerSender:
 
     async def write_markers(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: list[TP]) -> dict[TP, ErrorCode]:
-        from broker import txn_markers
-
-        if broker_id == self.broker.broker_id:
-            return await txn_markers.write_markers(self.broker, producer_id, producer_epoch, commit,
-                                                   coordinator_epoch, partitions)
+        if broker_id == self.broker_id:
+            return await self.local.write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
         return await self._remote(broker_id, producer_id, producer_epoch, commit, coordinator_epoch, partitions)
 
     async def _remote(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
@@ -953,7 +961,7 @@ class BrokerMarkerSender:
         from protocol.api_versions import ApiKey
         from protocol.messages import request_type
 
-        ep = self.broker.metadata.endpoint(broker_id, self.broker.inter_broker_listener)
+        ep = self.metadata.endpoint(broker_id, self.inter_broker_listener)
         if ep is None:
             return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         mt = request_type(ApiKey.WRITE_TXN_MARKERS)
@@ -982,7 +990,7 @@ class TxnLeadershipListener:
     """Loads a ``__transaction_state`` partition's transactions when this broker becomes its leader,
     and unloads them when it stops leading it (ReplicaManager's LeadershipListener)."""
 
-    def __init__(self, coordinator: TransactionCoordinator, replica_manager: Any) -> None:
+    def __init__(self, coordinator: TransactionCoordinator, replica_manager: ReplicaManager) -> None:
         self.coordinator = coordinator
         self.replica_manager = replica_manager
 
@@ -998,33 +1006,26 @@ class TxnLeadershipListener:
                 self.coordinator.unload_partition(partition)
 
 
-async def register(broker: Any) -> TransactionCoordinator:
+async def start_transaction_coordinator(config: BrokerConfig, broker_id: int, metadata: MetadataCache,
+                                        replica_manager: ReplicaManager, producer_ids: ProducerIdManager,
+                                        markers: TxnMarkerWriter, inter_broker_listener: str) -> TransactionCoordinator:
     """Create the broker's transaction coordinator and follow ``__transaction_state`` leadership."""
-    cfg = broker.config
-    config = TxnCoordinatorConfig.from_config(cfg)
-    pids = broker.components.producer_ids
-    assert pids is not None
 
     def partition_count() -> int | None:
-        info = broker.metadata.topics.get(TXN_TOPIC)
+        info = metadata.topics.get(TXN_TOPIC)
         return len(info.partitions) if info is not None and info.partitions else None
 
-    sender = BrokerMarkerSender(broker)
-    coordinator = TransactionCoordinator(ReplicatedTxnLog(broker), sender, pids.generate, config,
-                                         partition_count=partition_count)
+    sender = BrokerMarkerSender(broker_id, metadata, inter_broker_listener, config.get("request.timeout.ms"), markers)
+    coordinator = TransactionCoordinator(ReplicatedTxnLog(replica_manager), sender, producer_ids.generate,
+                                         TxnCoordinatorConfig.from_config(config), partition_count=partition_count)
     coordinator.sender = sender  # type: ignore[attr-defined]
     await coordinator.start()
-    broker.components.txn_coordinator = coordinator
-
-    rm = broker.replica_manager
-    rm.add_leadership_listener(TxnLeadershipListener(coordinator, rm))
+    replica_manager.add_leadership_listener(TxnLeadershipListener(coordinator, replica_manager))
     return coordinator
 
 
-async def unregister(broker: Any) -> None:
-    coordinator, broker.components.txn_coordinator = broker.components.txn_coordinator, None
-    if coordinator is not None:
-        await coordinator.close()
-        sender = getattr(coordinator, "sender", None)
-        if sender is not None:
-            sender.close()
+async def stop_transaction_coordinator(coordinator: TransactionCoordinator) -> None:
+    await coordinator.close()
+    sender = getattr(coordinator, "sender", None)
+    if sender is not None:
+        sender.close()

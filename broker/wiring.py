@@ -75,17 +75,19 @@ async def build_components(broker: Broker) -> ReplicaManager:
     from broker import (
         handlers_admin,
         handlers_group,
-        handlers_txn,
-        txn_coordinator,
     )
     from broker.controller_glue import ControllerApis, ControllerRequestState, ControllerServices
     from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_data import DataApis
     from broker.handlers_security import SecurityHandlers
+    from broker.handlers_txn import TxnApis
     from broker.isr_manager import IsrManager
+    from broker.producer_ids import ProducerIdManager
     from broker.replica_fetcher import ReplicaFetcherManager
     from broker.replica_manager import ReplicaManager
     from broker.replication_quota import ReplicationQuota
+    from broker.txn_coordinator import start_transaction_coordinator
+    from broker.txn_markers import TxnMarkerWriter
 
     c = broker.components
     assert broker.log_manager is not None and broker.zk is not None
@@ -116,14 +118,18 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller)
     c.cluster.register(broker.apis)
     SecurityHandlers(broker.zk, broker.zk_call).register(broker.apis)
-    handlers_txn.register(broker)
+    c.producer_ids = ProducerIdManager(broker.zk, broker.broker_id, broker.zk_call)
+    markers = TxnMarkerWriter(rm, lambda: broker.config, lambda: c.group_coordinator)
+    TxnApis(c.producer_ids, broker.metadata, rm, markers, lambda: c.txn_coordinator,
+            lambda: c.group_coordinator).register(broker.apis)
     await handlers_group.register(broker)
-    await txn_coordinator.register(broker)
+    c.txn_coordinator = await start_transaction_coordinator(broker.config, broker.broker_id, broker.metadata, rm,
+                                                            c.producer_ids, markers, broker.inter_broker_listener)
     return rm
 
 
 async def stop_components(broker: Broker) -> None:
-    from broker import txn_coordinator
+    from broker.txn_coordinator import stop_transaction_coordinator
 
     c = broker.components
     cluster, c.cluster = c.cluster, None
@@ -135,8 +141,10 @@ async def stop_components(broker: Broker) -> None:
     isr, c.isr_manager = c.isr_manager, None
     if isr is not None:
         await isr.stop()
+    txn, c.txn_coordinator = c.txn_coordinator, None
     try:
-        await txn_coordinator.unregister(broker)
+        if txn is not None:
+            await stop_transaction_coordinator(txn)
     except Exception:
         log.exception("stopping the transaction coordinator failed")
     coordinator, c.group_coordinator = c.group_coordinator, None
