@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.group_coordinator import INVALID_OFFSET, NO_GENERATION, GroupCoordinator, LogEntry
@@ -36,9 +36,16 @@ from protocol.records import BatchView, NewRecord, build_batch, iter_batches, pa
 from protocol.schema import Struct
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection
+    from broker.kafka_apis import KafkaApis
+    from broker.metadata_cache import MetadataCache
+    from broker.replica_manager import ReplicaManager
+    from broker.txn_coordinator import TransactionCoordinator
+    from config.registry import BrokerConfig
     from protocol.messages import Request
+
+# AdminHandlers.create_topic(name, partitions, replication factor, assignment, configs, validate_only=)
+CreateTopic = Callable[..., Awaitable[tuple[ErrorCode, "str | None"]]]
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +61,13 @@ _FC = response_type(ApiKey.FIND_COORDINATOR)
 class ReplicatedOffsetsLog:
     """The coordinator's view of the ``__consumer_offsets`` partitions, on the real partition logs."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, replica_manager: ReplicaManager, config: Callable[[], BrokerConfig]) -> None:
+        self.rm = replica_manager
+        self.config = config  # dynamic broker config (offsets.commit.timeout.ms)
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
                      producer_epoch: int = -1, transactional: bool = False, required_acks: int = -1) -> int:
-        rm = self.broker.replica_manager
-        assert rm is not None
+        rm = self.rm
         tp = (OFFSETS_TOPIC, partition)
         batch = build_batch([NewRecord(k, v) for k, v in records], producer_id=producer_id,
                             producer_epoch=producer_epoch, base_sequence=0 if producer_id >= 0 else -1,
@@ -71,16 +78,14 @@ class ReplicatedOffsetsLog:
             code = getattr(e, "code", None) or getattr(e, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
             raise KafkaError(int(code), str(e)) from None
         if required_acks == -1:
-            timeout_s = self.broker.config.get("offsets.commit.timeout.ms") / 1000.0
+            timeout_s = self.config().get("offsets.commit.timeout.ms") / 1000.0
             code = await rm.wait_for_hw(tp, info.last_offset + 1, timeout_s)
             if code != ErrorCode.NONE:
                 raise KafkaError(int(code))
         return info.first_offset
 
     def read_all(self, partition: int) -> Iterator[LogEntry]:
-        rm = self.broker.replica_manager
-        assert rm is not None
-        p = rm.partitions.get((OFFSETS_TOPIC, partition))
+        p = self.rm.partitions.get((OFFSETS_TOPIC, partition))
         if p is None:
             return
         lg = p.log
@@ -96,16 +101,25 @@ def _entries(batch: BatchView) -> Iterator[LogEntry]:
 
 
 class GroupHandlers:
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
-        self.broker = broker
+    """FindCoordinator (creating the internal topics on first use) and the group coordinator's
+    ``__consumer_offsets`` leadership (a LeadershipListener of the replica manager)."""
+
+    def __init__(self, coordinator: GroupCoordinator, replica_manager: ReplicaManager, metadata: MetadataCache,
+                 config: Callable[[], BrokerConfig], create_topic: CreateTopic,
+                 txn_coordinator: Callable[[], TransactionCoordinator | None]) -> None:
         self.coordinator = coordinator
+        self.rm = replica_manager
+        self.metadata = metadata
+        self.config = config
+        self.create_topic = create_topic  # AdminHandlers.create_topic
+        self.txn_coordinator = txn_coordinator  # built after this object
         self._last_internal_topic_warning = -1e9
 
     async def ensure_internal_topic(self, topic: str) -> ErrorCode:
         """Create ``__consumer_offsets`` / ``__transaction_state`` on first use, like Kafka."""
-        if topic in self.broker.metadata.topics:
+        if topic in self.metadata.topics:
             return ErrorCode.NONE
-        cfg = self.broker.config
+        cfg = self.config()
         if topic == OFFSETS_TOPIC:
             parts, rf = cfg.get("offsets.topic.num.partitions"), cfg.get("offsets.topic.replication.factor")
             configs = {"cleanup.policy": "compact", "compression.type": "producer",
@@ -115,7 +129,7 @@ class GroupHandlers:
             configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
                        "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr")),
                        "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))}
-        live = len(self.broker.metadata.brokers)
+        live = len(self.metadata.brokers)
         if live < rf:
             # Clients retry FindCoordinator every ~100 ms: say it once a minute. No live broker at all
             # means this broker has not heard from the controller yet (it is starting): not worth a word.
@@ -125,28 +139,27 @@ class GroupHandlers:
                 log.warning("cannot create %s yet: %d alive brokers, replication factor %d needed",
                             topic, live, rf)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        admin = self.broker.components.admin
-        code, msg = await admin.create_topic(topic, parts, rf, None, configs, validate_only=False)
+        code, msg = await self.create_topic(topic, parts, rf, None, configs, validate_only=False)
         if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             log.warning("creating %s failed: %s %s", topic, code.name, msg or "")
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     def _coordinator_for(self, key: str, key_type: int, listener: str) -> tuple[ErrorCode, int, str, int]:
         topic = OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TXN_TOPIC
-        info = self.broker.metadata.topics.get(topic)
+        info = self.metadata.topics.get(topic)
         if info is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         if key_type == KEY_TYPE_GROUP:
             partition = self.coordinator.partition_for(key)
         else:
-            txn = self.broker.components.txn_coordinator
+            txn = self.txn_coordinator()
             if txn is None:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
             partition = txn.partition_for(key)
         p = info.partitions.get(partition)
         if p is None or p.leader < 0:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        ep = self.broker.metadata.endpoint(p.leader, listener)
+        ep = self.metadata.endpoint(p.leader, listener)
         if ep is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         return ErrorCode.NONE, p.leader, ep[0], ep[1]
@@ -176,12 +189,12 @@ class GroupHandlers:
         return _FC(error_code=c, node_id=n, host=h, port=p)
 
     async def on_leadership_change(self, became_leader: list[tuple[str, int]],
-                            became_follower: list[tuple[str, int, int]]) -> None:
+                                   became_follower: list[tuple[str, int, int]]) -> None:
         for topic, partition in became_leader:
             if topic == OFFSETS_TOPIC:
-                p = self.broker.replica_manager.partitions.get((topic, partition))  # type: ignore[union-attr]
+                p = self.rm.partitions.get((topic, partition))
                 epoch = p.leader_epoch if p is not None else None
-                self.broker.loop.create_task(self.coordinator.load_partition(partition, epoch))  # type: ignore[union-attr]
+                asyncio.get_running_loop().create_task(self.coordinator.load_partition(partition, epoch))
         for topic, partition, _leader in became_follower:
             if topic == OFFSETS_TOPIC:
                 self.coordinator.unload_partition(partition)
@@ -457,28 +470,29 @@ class GroupApis:
             for name, parts in self._by_topic(ordered, errors)])
 
 
-async def register(broker: Broker) -> None:
-    rm = broker.replica_manager
-    assert rm is not None
+async def start_group_coordinator(config: Callable[[], BrokerConfig], broker_id: int, metadata: MetadataCache,
+                                  replica_manager: ReplicaManager) -> GroupCoordinator:
+    """The broker's group coordinator on ``__consumer_offsets`` (not yet following leadership: see
+    GroupHandlers)."""
 
     def topic_exists(topic: str, partition: int) -> bool:
-        return broker.metadata.partition(topic, partition) is not None
+        return metadata.partition(topic, partition) is not None
 
-    coordinator = GroupCoordinator(ReplicatedOffsetsLog(broker), broker.config, broker_id=broker.broker_id,
+    coordinator = GroupCoordinator(ReplicatedOffsetsLog(replica_manager, config), config(), broker_id=broker_id,
                                    topic_exists=topic_exists)
     await coordinator.start()
-    broker.components.group_coordinator = coordinator
-    h = GroupHandlers(broker, coordinator)
-    broker.components.groups = h
-    wire = GroupApis(coordinator)
-    rm.add_leadership_listener(h)
+    return coordinator
+
+
+def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
+    """FindCoordinator and the group APIs (translated by GroupApis) on KafkaApis."""
+    wire = GroupApis(h.coordinator)
 
     def route(method: Any) -> Any:
         async def handler(conn: Connection, req: Request) -> Any:
             return await method(req.body, req.api_version, req.header.client_id, conn.client_host)
         return handler
 
-    apis = broker.apis
     apis.register(ApiKey.FIND_COORDINATOR, h.find_coordinator)
     apis.register(ApiKey.JOIN_GROUP, route(wire.handle_join_group))
     apis.register(ApiKey.SYNC_GROUP, route(wire.handle_sync_group))

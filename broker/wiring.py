@@ -72,13 +72,11 @@ class BrokerComponents:
 
 async def build_components(broker: Broker) -> ReplicaManager:
     """Build the replica manager (returned: the broker keeps it) and register every handler."""
-    from broker import (
-        handlers_admin,
-        handlers_group,
-    )
+    from broker import handlers_admin
     from broker.controller_glue import ControllerApis, ControllerRequestState, ControllerServices
     from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_data import DataApis
+    from broker.handlers_group import GroupHandlers, register_group_apis, start_group_coordinator
     from broker.handlers_security import SecurityHandlers
     from broker.handlers_txn import TxnApis
     from broker.isr_manager import IsrManager
@@ -122,7 +120,12 @@ async def build_components(broker: Broker) -> ReplicaManager:
     markers = TxnMarkerWriter(rm, lambda: broker.config, lambda: c.group_coordinator)
     TxnApis(c.producer_ids, broker.metadata, rm, markers, lambda: c.txn_coordinator,
             lambda: c.group_coordinator).register(broker.apis)
-    await handlers_group.register(broker)
+    c.group_coordinator = await start_group_coordinator(lambda: broker.config, broker.broker_id, broker.metadata, rm)
+    assert c.admin is not None
+    c.groups = GroupHandlers(c.group_coordinator, rm, broker.metadata, lambda: broker.config, c.admin.create_topic,
+                             lambda: c.txn_coordinator)
+    rm.add_leadership_listener(c.groups)
+    register_group_apis(broker.apis, c.groups)
     c.txn_coordinator = await start_transaction_coordinator(broker.config, broker.broker_id, broker.metadata, rm,
                                                             c.producer_ids, markers, broker.inter_broker_listener)
     return rm
