@@ -233,7 +233,7 @@ class BrokerCollector:
         active = bool(ctrl is not None and ctrl.is_active)
         out.append(GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
                                      "1 on the broker that is the active controller, else 0.", value=int(active)))
-        ctx = ctrl.context if active else None
+        ctx = ctrl.context if ctrl is not None and active else None
         out.append(GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
                                      "Partitions without a live leader (reported by the active controller).",
                                      value=ctx.offline_partition_count() if ctx is not None else 0))
@@ -244,7 +244,7 @@ class BrokerCollector:
                                      "Topics in the cluster (active controller).",
                                      value=len(ctx.all_topics) if ctx is not None else 0))
         imbalance = 0
-        if active:
+        if ctrl is not None and active:
             with contextlib.suppress(Exception):
                 imbalance = sum(len(v) for v in ctrl.imbalanced_partitions().values())
         out.append(GaugeMetricFamily("kafka_controller_kafkacontroller_preferredreplicaimbalancecount",

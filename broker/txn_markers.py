@@ -84,8 +84,8 @@ class TxnMarkerWriter:
                     gc.complete_pending_txn_offsets(producer_id, commit, partitions=done)
                 except Exception:
                     log.exception("completing transactional offset commits of producer %d failed", producer_id)
-                    for p in done:
-                        results[(OFFSETS_TOPIC, p)] = ErrorCode.UNKNOWN_SERVER_ERROR
+                    for partition in done:
+                        results[(OFFSETS_TOPIC, partition)] = ErrorCode.UNKNOWN_SERVER_ERROR
         return results
 
 
