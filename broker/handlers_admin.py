@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from config.registry import REGISTRY, ConfigError, LogConfig, format_value
 from controller import zk_data as zd
@@ -28,9 +28,16 @@ from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.connection import Connection
+    from broker.kafka_apis import KafkaApis
+    from broker.metadata_cache import MetadataCache
+    from broker.purgatory import Purgatory
+    from broker.replica_manager import ReplicaManager
+    from broker.wiring import ZkCall
+    from config.registry import BrokerConfig
+    from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
+    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +78,34 @@ def topic_name_error(name: str) -> str | None:
     return None
 
 
+class BrokerConfigSource(Protocol):
+    """The broker's configuration as the admin APIs see it: current (dynamic) broker config, per-topic
+    configs, and the hooks that apply a change at once on this broker."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    def topic_config(self, topic: str) -> LogConfig: ...
+
+    def set_topic_overrides(self, topic: str, overrides: dict[str, str]) -> None: ...
+
+    async def reload_dynamic_broker_config(self) -> None: ...
+
+
 class AdminHandlers:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    """Metadata, topic and config administration, DescribeCluster and DescribeLogDirs."""
 
-    @property
-    def zk(self) -> Any:
-        return self.broker.zk
-
-    @property
-    def metadata(self) -> Any:
-        return self.broker.metadata
+    def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, broker_id: int, metadata: MetadataCache,
+                 config_source: BrokerConfigSource, metadata_waiters: Purgatory, log_manager: LogManager,
+                 replica_manager: ReplicaManager) -> None:
+        self.zk = zk
+        self.zk_call = zk_call
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.configs = config_source
+        self.metadata_waiters = metadata_waiters  # woken by UpdateMetadata
+        self.log_manager = log_manager
+        self.rm = replica_manager
 
     # ------------------------------------------------------------------------------------------------
     # Metadata
@@ -110,7 +134,7 @@ class AdminHandlers:
             info = md.topics.get(name)
             if info is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if requested and auto and self.broker.config.get("auto.create.topics.enable"):
+                if requested and auto and self.configs.config.get("auto.create.topics.enable"):
                     code = await self.auto_create(name)
                 topics.append(_META.MetadataResponseTopic(error_code=code, name=name,
                                                           is_internal=name in INTERNAL_TOPICS,
@@ -147,7 +171,7 @@ class AdminHandlers:
             return ErrorCode.INVALID_TOPIC_EXCEPTION
         if name in INTERNAL_TOPICS:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        cfg = self.broker.config
+        cfg = self.configs.config
         code, _ = await self.create_topic(name, cfg.get("num.partitions"), cfg.get("default.replication.factor"),
                                           None, {}, validate_only=False)
         if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -169,12 +193,12 @@ class AdminHandlers:
         if err:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, err
         try:
-            LogConfig.from_broker(self.broker.config, configs)
+            LogConfig.from_broker(self.configs.config, configs)
         except ConfigError as e:
             return ErrorCode.INVALID_CONFIG, str(e)
         brokers = self.live_brokers()
         if not brokers:
-            brokers = [(self.broker.broker_id, self.broker.config.get("broker.rack"))]
+            brokers = [(self.broker_id, self.configs.config.get("broker.rack"))]
         try:
             if assignment:
                 validate_manual_assignment(assignment, [b for b, _ in brokers])
@@ -183,24 +207,24 @@ class AdminHandlers:
         except AssignmentError as e:
             return ErrorCode(e.error_code), str(e)
         if validate_only:
-            if await self.broker.zk_call(self.zk.topic_exists, name):
+            if await self.zk_call(self.zk.topic_exists, name):
                 return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             return ErrorCode.NONE, None
         try:
-            await self.broker.zk_call(self.zk.create_topic, name, assignment, configs)
+            await self.zk_call(self.zk.create_topic, name, assignment, configs)
         except TopicExistsError as e:
             return ErrorCode.TOPIC_ALREADY_EXISTS, str(e)
         except InvalidTopicError as e:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)
         # The logs this broker creates for the topic (and DescribeConfigs) use its overrides at once,
         # and a topic deleted and created again does not inherit the old ones.
-        self.broker.set_topic_overrides(name, configs)
+        self.configs.set_topic_overrides(name, configs)
         log.info("created topic %s with %d partitions, replication factor %d", name, len(assignment),
                  len(next(iter(assignment.values()))))
         return ErrorCode.NONE, None
 
     async def wait_for_metadata(self, ready: Any, timeout_ms: int) -> bool:
-        waiters = self.broker.components.metadata_waiters
+        waiters = self.metadata_waiters
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000.0
         while not ready():
             remaining = deadline - time.monotonic()
@@ -238,7 +262,7 @@ class AdminHandlers:
                 r.error_message = "Both numPartitions or replicationFactor and replicasAssignments were set. " \
                                   "Both cannot be used at the same time."
                 continue
-            cfg = self.broker.config
+            cfg = self.configs.config
             nparts = t.num_partitions if t.num_partitions != -1 else cfg.get("num.partitions")
             rf = t.replication_factor if t.replication_factor != -1 else cfg.get("default.replication.factor")
             creating += len(t.assignments) or max(nparts, 0)
@@ -268,7 +292,7 @@ class AdminHandlers:
         return _CT(topics=results)
 
     def _created_configs(self, topic: str, overrides: dict[str, str]) -> list[Any]:
-        lc = LogConfig.from_broker(self.broker.config, overrides, strict=False)
+        lc = LogConfig.from_broker(self.configs.config, overrides, strict=False)
         out = []
         for name, d in sorted(REGISTRY.items()):
             if not d.topic:
@@ -292,7 +316,7 @@ class AdminHandlers:
             names = [(n, None) for n in b.topic_names]
         results = []
         pending = []
-        enabled = self.broker.config.get("delete.topic.enable")
+        enabled = self.configs.config.get("delete.topic.enable")
         for name, tid in names:
             r = _DT.DeletableTopicResult(name=name, error_code=0)
             results.append(r)
@@ -308,10 +332,10 @@ class AdminHandlers:
                 r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, "internal topics cannot be deleted"
                 continue
             # A name no topic can have (not a valid ZooKeeper path either) is simply unknown.
-            if topic_name_error(name) or not await self.broker.zk_call(self.zk.topic_exists, name):
+            if topic_name_error(name) or not await self.zk_call(self.zk.topic_exists, name):
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            await self.broker.zk_call(self.zk.mark_topic_for_deletion, name)
+            await self.zk_call(self.zk.mark_topic_for_deletion, name)
             pending.append((r, name))
         if pending:
             ok = await self.wait_for_metadata(lambda: all(n not in self.metadata.topics for _, n in pending),
@@ -331,7 +355,7 @@ class AdminHandlers:
             r = _CP.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(r)
             # An illegal name is no topic (and no valid ZooKeeper path either).
-            current = None if topic_name_error(t.name) else await self.broker.zk_call(
+            current = None if topic_name_error(t.name) else await self.zk_call(
                 self.zk.get_topic_assignment, t.name)
             if current is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -359,7 +383,7 @@ class AdminHandlers:
                 continue
             if not b.validate_only:
                 try:
-                    await self.broker.zk_call(self.zk.add_partitions, t.name, new)
+                    await self.zk_call(self.zk.add_partitions, t.name, new)
                 except ValueError as e:  # another request added partitions since we read the topic
                     r.error_code, r.error_message = ErrorCode.INVALID_PARTITIONS, str(e)
                     continue
@@ -376,7 +400,7 @@ class AdminHandlers:
 
     def _describe_topic_config(self, topic: str, names: list[str] | None, synonyms: bool,
                                documentation: bool) -> list[Any]:
-        lc = self.broker.topic_config(topic)
+        lc = self.configs.topic_config(topic)
         out = []
         for name, d in sorted(REGISTRY.items()):
             if not d.topic or (names is not None and name not in names):
@@ -394,7 +418,7 @@ class AdminHandlers:
         return out
 
     def _describe_broker_config(self, names: list[str] | None, synonyms: bool, documentation: bool) -> list[Any]:
-        cfg = self.broker.config
+        cfg = self.configs.config
         out = []
         for name, d in sorted(REGISTRY.items()):
             if not d.broker or (names is not None and name not in names):
@@ -427,9 +451,9 @@ class AdminHandlers:
                 r.configs = self._describe_topic_config(res.resource_name, names, b.include_synonyms,
                                                         b.include_documentation)
             elif res.resource_type == RESOURCE_BROKER:
-                if res.resource_name not in ("", str(self.broker.broker_id)):
+                if res.resource_name not in ("", str(self.broker_id)):
                     r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, \
-                        f"Unexpected broker id, expected {self.broker.broker_id} or empty string, " \
+                        f"Unexpected broker id, expected {self.broker_id} or empty string, " \
                         f"but received {res.resource_name}"
                     continue
                 r.configs = self._describe_broker_config(names, b.include_synonyms, b.include_documentation)
@@ -457,19 +481,19 @@ class AdminHandlers:
             return bad_name
         clean = {k: v for k, v in new.items() if v is not None}
         if resource_type == RESOURCE_TOPIC:
-            if not await self.broker.zk_call(self.zk.topic_exists, name):
+            if not await self.zk_call(self.zk.topic_exists, name):
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
             for k in clean:
                 d = REGISTRY.get(k)
                 if d is None or not d.topic:
                     return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}"
             try:
-                LogConfig.from_broker(self.broker.config, clean)
+                LogConfig.from_broker(self.configs.config, clean)
             except ConfigError as e:
                 return ErrorCode.INVALID_CONFIG, str(e)
             if not validate_only:
-                await self.broker.zk_call(self.zk.set_or_create_entity_config, zd.CONFIG_TYPE_TOPIC, name, clean)
-                self.broker.set_topic_overrides(name, clean)
+                await self.zk_call(self.zk.set_or_create_entity_config, zd.CONFIG_TYPE_TOPIC, name, clean)
+                self.configs.set_topic_overrides(name, clean)
             return ErrorCode.NONE, None
         if resource_type == RESOURCE_BROKER:
             entity = name or "<default>"
@@ -480,14 +504,14 @@ class AdminHandlers:
                     return ErrorCode.INVALID_CONFIG, f"Unknown broker config: {k}"
             try:
                 if entity == "<default>":
-                    self.broker.config.with_dynamic(dynamic_default=clean)
+                    self.configs.config.with_dynamic(dynamic_default=clean)
                 else:
-                    self.broker.config.with_dynamic(dynamic_broker=clean)
+                    self.configs.config.with_dynamic(dynamic_broker=clean)
             except ConfigError as e:
                 return ErrorCode.INVALID_CONFIG, str(e)
             if not validate_only:
-                await self.broker.zk_call(self.zk.set_or_create_entity_config, zd.CONFIG_TYPE_BROKER, entity, clean)
-                await self.broker.reload_dynamic_broker_config()
+                await self.zk_call(self.zk.set_or_create_entity_config, zd.CONFIG_TYPE_BROKER, entity, clean)
+                await self.configs.reload_dynamic_broker_config()
             return ErrorCode.NONE, None
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource_type}"
 
@@ -513,9 +537,9 @@ class AdminHandlers:
                                                              resource_name=res.resource_name))
                 continue
             if res.resource_type == RESOURCE_TOPIC:
-                current = dict(await self.broker.zk_call(self.zk.get_topic_config, res.resource_name))
+                current = dict(await self.zk_call(self.zk.get_topic_config, res.resource_name))
             else:
-                current = dict(await self.broker.zk_call(self.zk.get_entity_config, zd.CONFIG_TYPE_BROKER,
+                current = dict(await self.zk_call(self.zk.get_entity_config, zd.CONFIG_TYPE_BROKER,
                                                          res.resource_name or "<default>"))
             code, msg = ErrorCode.NONE, None
             for c in res.configs:
@@ -562,7 +586,7 @@ class AdminHandlers:
 
     async def describe_log_dirs(self, conn: Connection, req: Request) -> Any:
         b = req.body
-        lm = self.broker.log_manager
+        lm = self.log_manager
         assert lm is not None
         wanted = None
         if b.topics is not None:
@@ -580,7 +604,7 @@ class AdminHandlers:
                     continue
                 if wanted is not None and (lg.topic, lg.partition) not in wanted:
                     continue
-                p = self.broker.replica_manager.partitions.get((lg.topic, lg.partition))  # type: ignore[union-attr]
+                p = self.rm.partitions.get((lg.topic, lg.partition))
                 lag = 0 if p is None or p.is_leader else max(0, p.high_watermark - lg.log_end_offset)
                 by_topic.setdefault(lg.topic, []).append(_LOGDIRS.DescribeLogDirsPartition(
                     partition_index=lg.partition, partition_size=lg.size_in_bytes, offset_lag=lag,
@@ -631,18 +655,14 @@ class AdminHandlers:
                 break
         return _DTP(topics=topics, next_cursor=next_cursor)
 
-
-def register(broker: Broker) -> None:
-    h = AdminHandlers(broker)
-    broker.components.admin = h
-    apis = broker.apis
-    apis.register(ApiKey.METADATA, h.metadata_request)
-    apis.register(ApiKey.CREATE_TOPICS, h.create_topics)
-    apis.register(ApiKey.DELETE_TOPICS, h.delete_topics)
-    apis.register(ApiKey.CREATE_PARTITIONS, h.create_partitions)
-    apis.register(ApiKey.DESCRIBE_CONFIGS, h.describe_configs)
-    apis.register(ApiKey.ALTER_CONFIGS, h.alter_configs)
-    apis.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, h.incremental_alter_configs)
-    apis.register(ApiKey.DESCRIBE_CLUSTER, h.describe_cluster)
-    apis.register(ApiKey.DESCRIBE_LOG_DIRS, h.describe_log_dirs)
-    apis.register(ApiKey.DESCRIBE_TOPIC_PARTITIONS, h.describe_topic_partitions)
+    def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.METADATA, self.metadata_request)
+        apis.register(ApiKey.CREATE_TOPICS, self.create_topics)
+        apis.register(ApiKey.DELETE_TOPICS, self.delete_topics)
+        apis.register(ApiKey.CREATE_PARTITIONS, self.create_partitions)
+        apis.register(ApiKey.DESCRIBE_CONFIGS, self.describe_configs)
+        apis.register(ApiKey.ALTER_CONFIGS, self.alter_configs)
+        apis.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, self.incremental_alter_configs)
+        apis.register(ApiKey.DESCRIBE_CLUSTER, self.describe_cluster)
+        apis.register(ApiKey.DESCRIBE_LOG_DIRS, self.describe_log_dirs)
+        apis.register(ApiKey.DESCRIBE_TOPIC_PARTITIONS, self.describe_topic_partitions)

@@ -72,8 +72,8 @@ class BrokerComponents:
 
 async def build_components(broker: Broker) -> ReplicaManager:
     """Build the replica manager (returned: the broker keeps it) and register every handler."""
-    from broker import handlers_admin
     from broker.controller_glue import ControllerApis, ControllerRequestState, ControllerServices
+    from broker.handlers_admin import AdminHandlers
     from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_data import DataApis
     from broker.handlers_group import GroupHandlers, register_group_apis, start_group_coordinator
@@ -112,7 +112,9 @@ async def build_components(broker: Broker) -> ReplicaManager:
     # Started by the broker once registered in ZooKeeper (the controller needs our broker epoch).
     c.controller_services = ControllerServices(broker.zk, broker.broker_id, lambda: broker.config,
                                                broker.controller_listener, lambda: broker.broker_epoch)
-    handlers_admin.register(broker)
+    c.admin = AdminHandlers(broker.zk, broker.zk_call, broker.broker_id, broker.metadata, broker, c.metadata_waiters,
+                            broker.log_manager, rm)
+    c.admin.register(broker.apis)
     c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller)
     c.cluster.register(broker.apis)
     SecurityHandlers(broker.zk, broker.zk_call).register(broker.apis)
