@@ -84,7 +84,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     from broker.replica_fetcher import ReplicaFetcherManager
     from broker.replica_manager import ReplicaManager
     from broker.replication_quota import ReplicationQuota
-    from broker.txn_coordinator import start_transaction_coordinator
+    from broker.txn_broker_side import start_transaction_coordinator
     from broker.txn_markers import TxnMarkerWriter
 
     c = broker.components
@@ -134,7 +134,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
 
 
 async def stop_components(broker: Broker) -> None:
-    from broker.txn_coordinator import stop_transaction_coordinator
+    from broker.txn_broker_side import stop_transaction_coordinator
 
     c = broker.components
     cluster, c.cluster = c.cluster, None
