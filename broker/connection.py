@@ -168,8 +168,13 @@ class Connection:
     # -- writing ------------------------------------------------------------------------------------
 
     async def _writable(self) -> None:
-        fut = self.loop.create_future()
-        self.loop.add_writer(self.fd, lambda: fut.done() or fut.set_result(None))
+        fut: asyncio.Future[None] = self.loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.loop.add_writer(self.fd, ready)
         try:
             await fut
         finally:

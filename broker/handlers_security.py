@@ -265,8 +265,9 @@ class SecurityHandlers:
         results = []
         for user, ops in changes.items():
             if user in errors:
-                code, msg = errors[user]
-                results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=msg))
+                refused_code, refused_msg = errors[user]
+                results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=refused_code,
+                                                                   error_message=refused_msg))
                 continue
             cfg = dict(await self.zk_call(self.zk.get_entity_config, "users", sanitize(user)))
             code, msg = ErrorCode.NONE, None

@@ -6,6 +6,8 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from config.properties import read_properties
 from config.registry import BrokerConfig, ConfigError
@@ -45,6 +47,7 @@ def run_broker(config_path: str, overrides: list[str]) -> int:
                     config.get("log.segment.open.files.max"))
     from broker.broker import Broker
 
+    runner: Callable[[Coroutine[Any, Any, int]], int]
     try:
         import uvloop
 
