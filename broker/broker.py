@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import socket
@@ -305,9 +306,12 @@ class Broker:
             self.connections.add(conn)
             self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
             task = asyncio.ensure_future(conn.serve())
-            task.add_done_callback(lambda _t, c=conn: self._connection_gone(c))
+            task.add_done_callback(functools.partial(self._connection_gone_callback, conn))
             if quotas.max_connections_exceeded() and quotas.protected(listener):
                 self._close_lru_connection()
+
+    def _connection_gone_callback(self, conn: Connection, _task: asyncio.Future[None]) -> None:
+        self._connection_gone(conn)
 
     def _connection_gone(self, conn: Connection) -> None:
         if conn in self.connections:

@@ -75,7 +75,7 @@ class ReplicatedOffsetsLog:
         try:
             info = rm.append_internal(tp, memoryview(bytearray(batch)))
         except Exception as e:
-            code = getattr(e, "code", None) or getattr(e, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+            code: Any = getattr(e, "code", None) or getattr(e, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
             raise KafkaError(int(code), str(e)) from None
         if required_acks == -1:
             timeout_s = self.config().get("offsets.commit.timeout.ms") / 1000.0
@@ -313,6 +313,7 @@ class GroupApis:
                                  client_host: str | None = None) -> Struct:
         r: Any = req
         mt: Any = response_type(ApiKey.LEAVE_GROUP)
+        leaving: list[tuple[str, str | None, str | None]]
         if version < 3:
             leaving = [(r.member_id, None, None)]
         else:

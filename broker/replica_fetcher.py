@@ -234,16 +234,16 @@ class ReplicaFetcher:
         for topic in resp.responses:
             for pd in topic.partitions:
                 tp = (topic.topic, pd.partition_index)
-                st = self.partitions.get(tp)
+                state = self.partitions.get(tp)
                 p = self._partition(tp)
-                if st is None or p is None:
+                if state is None or p is None:
                     continue
                 code = pd.error_code
-                if code != st.last_error:
+                if code != state.last_error:
                     if code != ErrorCode.NONE:
                         log.info("[ReplicaFetcher leader=%d] fetching %s-%d at leader epoch %d: %s; waiting for the "
-                                 "controller", self.leader_id, tp[0], tp[1], st.leader_epoch, ErrorCode(code).name)
-                    st.last_error = code
+                                 "controller", self.leader_id, tp[0], tp[1], state.leader_epoch, ErrorCode(code).name)
+                    state.last_error = code
                 if code == ErrorCode.NONE:
                     await self._process(p, pd)
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -251,11 +251,11 @@ class ReplicaFetcher:
                 elif code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                               ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     # Our view of leadership is stale or ahead: wait for the controller's LeaderAndIsr.
-                    st.delayed_until = loop.time() + self.backoff_s
+                    state.delayed_until = loop.time() + self.backoff_s
                 else:
                     log.warning("[ReplicaFetcher leader=%d] fetch of %s-%d failed: %s", self.leader_id, tp[0], tp[1],
                                 ErrorCode(code).name)
-                    st.delayed_until = loop.time() + self.backoff_s
+                    state.delayed_until = loop.time() + self.backoff_s
 
     async def _process(self, p: Partition, pd: Any) -> None:
         records = pd.records

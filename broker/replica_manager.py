@@ -468,7 +468,7 @@ class ReplicaManager:
         isolation = body.isolation_level if not is_follower else READ_UNCOMMITTED
         max_wait_s = max(body.max_wait_ms, 0) / 1000.0
         deadline = time.monotonic() + max_wait_s
-        keys = []
+        keys: list[tuple[str | None, int]] = []  # None: a topic id this broker does not know
         for topic in body.topics:
             name, _ = self._resolve_topic(topic, version)
             keys.extend((name, p.partition) for p in topic.partitions)

@@ -26,12 +26,18 @@ Timeouts: an Ongoing transaction older than its ``transaction.timeout.ms`` is ab
 check (``transaction.abort.timed.out.transaction.cleanup.interval.ms``): the producer epoch is bumped
 first, so the timed-out producer is fenced (PrepareEpochFence, as Kafka). Transactional ids idle in
 Empty/CompleteCommit/CompleteAbort for ``transactional.id.expiration.ms`` are removed with a tombstone.
+
+Why ~880 lines: this is Kafka's TransactionCoordinator and TransactionStateManager in one module —
+the state machine (InitProducerId, AddPartitions, EndTxn with their transitions) and the per-partition
+cache it mutates must be read together to check that every transition is logged before it is applied.
+The broker adapters (log backend, marker sender wiring) live in ``txn_broker_side.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -690,8 +696,12 @@ class TransactionCoordinator:
             old.cancel()
         task = self._spawn(self._complete_transaction(transactional_id, coordinator_epoch, commit, meta, complete))
         self._marker_tasks[transactional_id] = task
-        task.add_done_callback(lambda t, tid=transactional_id: self._marker_tasks.pop(tid, None)
-                               if self._marker_tasks.get(tid) is t else None)
+        task.add_done_callback(functools.partial(self._forget_marker_task, transactional_id))
+
+    def _forget_marker_task(self, transactional_id: str, task: asyncio.Future[Any]) -> None:
+        """A finished marker task leaves the table, unless a newer one for the same id replaced it."""
+        if self._marker_tasks.get(transactional_id) is task:
+            self._marker_tasks.pop(transactional_id, None)
 
     def _owns(self, transactional_id: str, coordinator_epoch: int, meta: TxnMetadata) -> bool:
         err, epoch, current = self._state(transactional_id)
