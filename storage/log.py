@@ -62,6 +62,7 @@ from storage.segment import (
     LogSegment,
     SegmentSettings,
     offset_from_filename,
+    pread_all,
     random_jitter,
 )
 from storage.txn_index import AbortedTxn
@@ -796,7 +797,7 @@ class PartitionLog:
         with self._lock:
             result = self.read(start_offset, max_bytes, max_offset, min_one_batch)
         try:
-            chunks = [_pread_all(r.fd, r.length, r.position) for r in result.regions]
+            chunks = [pread_all(r.fd, r.length, r.position) for r in result.regions]
         finally:
             for r in result.regions:
                 r.release()
@@ -1161,18 +1162,6 @@ class PartitionLog:
     @property
     def lock(self) -> threading.RLock:
         return self._lock
-
-
-def _pread_all(fd: int, length: int, pos: int) -> bytes:
-    chunks = []
-    while length > 0:
-        data = os.pread(fd, length, pos)
-        if not data:
-            break
-        chunks.append(data)
-        pos += len(data)
-        length -= len(data)
-    return b"".join(chunks)
 
 
 def _headers_of(data: bytes) -> Iterable[BatchHeader]:

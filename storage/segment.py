@@ -40,6 +40,19 @@ _RECOVERY_CHUNK = 4 * 1024 * 1024
 _SCAN_WINDOW = 8 * 1024
 
 
+def pread_all(fd: int, length: int, position: int) -> bytes:
+    """``length`` bytes at ``position`` (fewer at end of file), however many reads that takes."""
+    chunks = []
+    while length > 0:
+        data = os.pread(fd, length, position)
+        if not data:
+            break
+        chunks.append(data)
+        position += len(data)
+        length -= len(data)
+    return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
 def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
 
@@ -283,16 +296,8 @@ class LogSegment:
         return self._read_headers(start_position, self.size if end_position is None else end_position)
 
     def read_bytes(self, position: int, length: int) -> bytes:
-        chunks = []
         with self.file.use() as fd:
-            while length > 0:
-                data = os.pread(fd, length, position)
-                if not data:
-                    break
-                chunks.append(data)
-                position += len(data)
-                length -= len(data)
-        return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+            return pread_all(fd, length, position)
 
     def find_batch_by_timestamp(self, timestamp: int, start_offset: int) -> BatchHeader | None:
         """First batch at or after ``start_offset`` whose max timestamp is >= ``timestamp``."""

@@ -20,22 +20,6 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def apache_kafka() -> Iterator[Any]:
-    from tests.ops.kafka_broker import KafkaZkBroker
-
-    broker = KafkaZkBroker()
-    try:
-        broker.start()
-    except Exception as e:  # pragma: no cover - no Java or no jars
-        broker.stop()
-        pytest.fail(f"cannot start Apache Kafka: {e}")
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
-@pytest.fixture(scope="module")
 def kafkette_cluster() -> Iterator[Any]:
     from clients.devcluster import LocalCluster
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -152,22 +151,6 @@ def test_asyncio_client_against_kafkette(kafka_cluster: Any) -> None:
 
 
 # -- against Apache Kafka 3.9.1 -----------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def apache_kafka() -> Iterator[Any]:
-    from tests.ops.kafka_broker import KafkaZkBroker
-
-    broker = KafkaZkBroker()
-    try:
-        broker.start()
-    except Exception as e:  # pragma: no cover - no Java or no jars
-        broker.stop()
-        pytest.fail(f"cannot start Apache Kafka: {e}")
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
 
 @pytest.mark.slow
 def test_blocking_client_against_apache_kafka(apache_kafka: Any) -> None:
