@@ -152,7 +152,8 @@ class Broker:
             on_dir_offline=self._on_dir_offline,
             retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
             flush_offset_checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"),
-            flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"))
+            flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"),
+            recovery_threads=cfg.get("num.recovery.threads.per.data.dir"))
         await self.loop.run_in_executor(None, self.log_manager.startup)  # type: ignore[union-attr]
         if cfg.get("log.cleaner.enable"):
             from storage.cleaner import LogCleaner

@@ -26,7 +26,7 @@ import bisect
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -40,10 +40,56 @@ from prometheus_client.metrics_core import (
 from protocol.api_versions import SUPPORTED, ApiKey
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.connection import Connection, ConnectionStats
+    from broker.connection_quotas import ConnectionQuotas
+    from broker.kafka_apis import KafkaApis
+    from broker.metadata_cache import MetadataCache
+    from broker.replica_manager import ReplicaManager
+    from broker.request_queue import RequestPermits
+    from broker.wiring import BrokerComponents
+    from config.registry import BrokerConfig
     from protocol.messages import Request
+    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+
+class MetricsSource(Protocol):
+    """What the metrics read: the broker's state, read-only, at scrape time.
+
+    Metrics observe everything a broker has (it is their job, as Kafka's metrics registry is fed by
+    every component), so this is wide; but it is the whole of it, typed, and nothing here writes to
+    the broker except the request-latency observer on ``apis``.
+    """
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def metadata(self) -> MetadataCache: ...
+    @property
+    def log_manager(self) -> LogManager | None: ...
+    @property
+    def replica_manager(self) -> ReplicaManager | None: ...
+    @property
+    def components(self) -> BrokerComponents: ...
+    @property
+    def apis(self) -> KafkaApis: ...
+    @property
+    def stats(self) -> ConnectionStats: ...
+    @property
+    def bound(self) -> dict[str, tuple[str, int]]: ...
+    @property
+    def connections(self) -> set[Connection]: ...
+    @property
+    def connections_created(self) -> dict[str, int]: ...
+    @property
+    def connections_closed(self) -> dict[str, int]: ...
+    @property
+    def expired_connections_killed(self) -> int: ...
+    @property
+    def connection_quotas(self) -> ConnectionQuotas: ...
+    @property
+    def request_permits(self) -> RequestPermits: ...
 
 # Request latency bucket bounds, milliseconds.
 LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
@@ -84,7 +130,7 @@ def _labelled(name: str, doc: str, typ: str) -> Metric:
 
 
 class BrokerCollector:
-    def __init__(self, broker: Broker, latency: RequestLatency) -> None:
+    def __init__(self, broker: MetricsSource, latency: RequestLatency) -> None:
         self.broker = broker
         self.latency = latency
         self._cpu_mark = (time.monotonic(), time.thread_time())
@@ -355,7 +401,7 @@ class BrokerCollector:
 class MetricsServer:
     """GET /metrics on the broker's event loop (plain HTTP/1.1, one response per connection)."""
 
-    def __init__(self, broker: Broker, port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, broker: MetricsSource, port: int, host: str = "0.0.0.0") -> None:
         self.broker = broker
         self.host = host
         self.port = port
@@ -413,7 +459,7 @@ class MetricsServer:
                 await writer.wait_closed()
 
 
-async def start_metrics(broker: Broker) -> MetricsServer | None:
+async def start_metrics(broker: MetricsSource) -> MetricsServer | None:
     """Serve metrics on ``metrics.port`` (-1: off, 0: any free port); a bind failure is logged, not fatal."""
     port = int(broker.config.get("metrics.port"))
     if port < 0:
@@ -428,7 +474,7 @@ async def start_metrics(broker: Broker) -> MetricsServer | None:
     return server
 
 
-async def stop_metrics(broker: Broker) -> None:
+async def stop_metrics(broker: MetricsSource) -> None:
     server, broker.components.metrics = broker.components.metrics, None
     if server is not None:
         await server.stop()
