@@ -76,10 +76,13 @@ def test_produce_every_acks_with_codec(kafka_cluster: Any, codec: str) -> None:
     for acks in ("1", "all"):
         for i, (p, off) in enumerate(sent[acks]):
             assert where[(p, off)] == f"acks={acks} #{i}"
-    # The broker stored the producer's batches as produced (compression.type=producer).
+    # The broker stored the producer's batches as produced (compression.type=producer). kafka-python
+    # sends a batch uncompressed when compressing would not shrink it (a batch of one short record,
+    # which linger and load decide), so uncompressed batches may sit beside compressed ones.
     with RawClient(bootstrap) as raw:
         batches = [b for p in range(2) for b in raw.fetch_batches(topic, p)]
-    assert batches and {b.compression for b in batches} == {CODECS[codec]}
+    codecs = {b.compression for b in batches}
+    assert batches and CODECS[codec] in codecs and codecs <= {CODECS[codec], CODECS["none"]}, codecs
 
 
 # ------------------------------------------------------------------------------------------------
