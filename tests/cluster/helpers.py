@@ -581,3 +581,21 @@ def start_broker(broker: Any, timeout: float = 60) -> None:
 
     broker.start(wait=False)
     wait_for_port(broker.host, broker.port, timeout, broker.process)
+
+
+# A leader that has not yet processed the LeaderAndIsr for a partition answers these; nothing was
+# appended, so the produce can be sent again (as every Kafka client does).
+_NOT_YET_HOSTED = (3, 6)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
+
+
+def produce_once_hosted(bootstrap: str, topic: str, partition: int, batch: bytes, acks: int = -1,
+                        timeout: float = 30) -> Any:
+    """Produce ``batch`` to the broker at ``bootstrap``, retrying while that broker does not host the
+    partition yet (other brokers' metadata can show a new topic before its leader has taken it on)."""
+
+    def attempt() -> Any:
+        with RawClient(bootstrap) as raw:
+            r = raw.produce(topic, partition, batch, acks=acks)
+        return None if r.error_code in _NOT_YET_HOSTED else r
+
+    return wait_until(attempt, timeout, f"{bootstrap} to host {topic}-{partition}")

@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from protocol.records import build_batch, iter_batches
-from tests.cluster.helpers import Admin, RawClient, ZkView, segment_bytes, start_broker, unique, wait_until
+from tests.cluster.helpers import (
+    Admin,
+    RawClient,
+    ZkView,
+    produce_once_hosted,
+    segment_bytes,
+    start_broker,
+    unique,
+    wait_until,
+)
 
 TOPIC_CONFIGS = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 
@@ -97,7 +106,7 @@ def test_kip101_scenario1_committed_record_survives_restart_then_leader_change(
         admin.create_topic(topic, configs=TOPIC_CONFIGS, assignment={0: [a, b]})
         assert zk.state(topic, 0).leader == a
 
-        assert _produce(A, topic, b"m1", acks=-1) == 0
+        assert produce_once_hosted(A.bootstrap, topic, 0, build_batch([(None, b"m1")])).base_offset == 0
         assert _produce(A, topic, b"m2", acks=-1) == 1   # acked: A's HW is 2, m2 is committed
         B.kill()
         assert _disk_values(B, topic) == [b"m1", b"m2"]
@@ -140,7 +149,7 @@ def test_kip101_scenario2_diverged_replica_truncates_to_new_leader(cluster3: Cal
     with Admin(cluster.bootstrap) as admin, ZkView(cluster) as zk:
         admin.create_topic(topic, configs=TOPIC_CONFIGS, assignment={0: [a, b]})
         assert zk.state(topic, 0).leader == a
-        assert _produce(A, topic, b"m1", acks=-1) == 0   # on both replicas
+        assert produce_once_hosted(A.bootstrap, topic, 0, build_batch([(None, b"m1")])).base_offset == 0  # both replicas
 
         B.pause()
         try:

@@ -12,7 +12,16 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
-from tests.cluster.helpers import Admin, RawClient, ZkView, report, start_broker, unique, wait_until
+from tests.cluster.helpers import (
+    Admin,
+    RawClient,
+    ZkView,
+    produce_once_hosted,
+    report,
+    start_broker,
+    unique,
+    wait_until,
+)
 
 
 @pytest.mark.slow
@@ -31,8 +40,9 @@ def test_unclean_election_off_then_enabled_for_topic(cluster3: Callable[..., Any
         A, B, C = cluster.brokers[a], cluster.brokers[b], cluster.brokers[c]
         topic = unique("unclean")
         admin.create_topic(topic, configs={"min.insync.replicas": "1"}, assignment={0: [a, b]})
+        assert produce_once_hosted(A.bootstrap, topic, 0, build_batch([(None, b"before-0")])).error_code == 0
         with RawClient(A.bootstrap) as raw:
-            for i in range(5):
+            for i in range(1, 5):
                 assert raw.produce(topic, 0, build_batch([(None, b"before-%d" % i)])).error_code == 0
 
         B.pause()

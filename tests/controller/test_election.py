@@ -116,7 +116,9 @@ def test_session_expiry_hands_over_and_fences(zk_connect: str, zookeeper_server)
             assert await in_thread(loser.zk.get_controller_id) == loser.broker_id
             # And if the new controller goes away, the old one is elected again with epoch 3.
             await loser.elector.stop()
-            await wait_for(lambda: winner.elector.is_active, what="re-election")
+            # is_active flips a moment before the "became controller" callback runs on the loop: wait
+            # for the callback, which carries the new epoch.
+            await wait_for(lambda: winner.elector.is_active and winner.became[-1] != 1, what="re-election")
             assert winner.became[-1] == 3
         finally:
             await a.close()
