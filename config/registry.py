@@ -63,6 +63,8 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 DOUBLE_MAX = 1.7976931348623157e308  # Java's Double.MAX_VALUE
 
+LISTENER_PREFIX = "listener.name."
+
 MS_PER_MINUTE = 60_000
 MS_PER_HOUR = 3_600_000
 
@@ -704,6 +706,79 @@ _broker("replication.quota.window.num", T.INT, 11, "Samples kept for replication
         importance=L)
 _broker("replication.quota.window.size.seconds", T.INT, 1, "Length of one replication quota sample.",
         validator=at_least(1), importance=L)
+_broker("quota.window.num", T.INT, 11, "Samples kept for client quotas.", validator=at_least(1), importance=L)
+_broker("quota.window.size.seconds", T.INT, 1, "Length of one client quota sample.", validator=at_least(1),
+        importance=L)
+_broker("controller.quota.window.num", T.INT, 11, "Samples kept for controller mutation quotas.",
+        validator=at_least(1), importance=L)
+_broker("controller.quota.window.size.seconds", T.INT, 1, "Length of one controller mutation quota sample.",
+        validator=at_least(1), importance=L)
+_broker("client.quota.callback.class", T.CLASS, None, "Custom client quota callback; not supported (must stay unset).",
+        importance=L)
+
+# Security: TLS. Every ssl.* config can also be set per listener (listener.name.<listener>.ssl.*) and,
+# as in Kafka, updated dynamically per broker, which is how certificates are rotated without a restart.
+_broker("ssl.protocol", T.STRING, "TLSv1.3", "TLS protocol used to build the SSL context.", importance=H, mode=PB)
+_broker("ssl.provider", T.STRING, None, "Security provider; only the default is supported.", mode=PB)
+_broker("ssl.cipher.suites", T.LIST, (), "Enabled cipher suites; empty means the TLS library's defaults.",
+        importance=L, mode=PB)
+_broker("ssl.enabled.protocols", T.LIST, ("TLSv1.2", "TLSv1.3"), "TLS protocol versions enabled.", mode=PB)
+_broker("ssl.keystore.type", T.STRING, "JKS", "Keystore format: PEM or PKCS12 (JKS is not readable here).",
+        mode=PB)
+_broker("ssl.keystore.location", T.STRING, None, "Keystore file (PEM or PKCS12).", importance=H, mode=PB)
+_broker("ssl.keystore.password", T.PASSWORD, None, "Keystore password.", importance=H, mode=PB)
+_broker("ssl.key.password", T.PASSWORD, None, "Password of the private key in the keystore.", importance=H, mode=PB)
+_broker("ssl.keystore.key", T.PASSWORD, None, "Private key in PEM, inline (ssl.keystore.type=PEM).", importance=H,
+        mode=PB)
+_broker("ssl.keystore.certificate.chain", T.PASSWORD, None, "Certificate chain in PEM, inline (ssl.keystore.type=PEM).",
+        importance=H, mode=PB)
+_broker("ssl.truststore.type", T.STRING, "JKS", "Truststore format: PEM or PKCS12.", mode=PB)
+_broker("ssl.truststore.location", T.STRING, None, "Truststore file (PEM or PKCS12).", importance=H, mode=PB)
+_broker("ssl.truststore.password", T.PASSWORD, None, "Truststore password.", importance=H, mode=PB)
+_broker("ssl.truststore.certificates", T.PASSWORD, None, "Trusted certificates in PEM, inline.", importance=H,
+        mode=PB)
+_broker("ssl.keymanager.algorithm", T.STRING, "SunX509", "Key manager algorithm (accepted for compatibility).",
+        importance=L, mode=PB)
+_broker("ssl.trustmanager.algorithm", T.STRING, "PKIX", "Trust manager algorithm (accepted for compatibility).",
+        importance=L, mode=PB)
+_broker("ssl.endpoint.identification.algorithm", T.STRING, "https",
+        "Host name verification of the peer's certificate on connections the broker opens; empty disables it.",
+        importance=L, mode=PB)
+_broker("ssl.secure.random.implementation", T.STRING, None, "Accepted for compatibility; the OS generator is used.",
+        importance=L, mode=PB)
+_broker("ssl.client.auth", T.STRING, "none", "Client certificates: required, requested or none.",
+        validator=OneOf(("required", "requested", "none")), mode=PB)
+_broker("ssl.principal.mapping.rules", T.STRING, "DEFAULT",
+        "Rules mapping a certificate's distinguished name to a principal name.", importance=L)
+_broker("ssl.engine.factory.class", T.CLASS, None, "Custom SSL engine factory; not supported.", importance=L,
+        mode=PB)
+_broker("ssl.allow.dn.changes", T.BOOLEAN, False, "Whether a rotated keystore may change the certificate's DN.",
+        importance=L)
+_broker("ssl.allow.san.changes", T.BOOLEAN, False, "Whether a rotated keystore may change the certificate's SANs.",
+        importance=L)
+
+# Security: SASL. sasl.jaas.config is normally set per listener and mechanism,
+# listener.name.<listener>.<mechanism>.sasl.jaas.config.
+_broker("sasl.enabled.mechanisms", T.LIST, ("GSSAPI",), "SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        importance=M, mode=PB)
+_broker("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", "SASL mechanism brokers use with each other.",
+        mode=PB)
+_broker("sasl.jaas.config", T.PASSWORD, None, "JAAS login context in Kafka's format.", mode=PB)
+_broker("sasl.server.max.receive.size", T.INT, 524_288, "Largest SASL token read before authentication.",
+        importance=L)
+_broker("connections.max.reauth.ms", T.LONG, 0,
+        "Longest SASL session before the client must re-authenticate (KIP-368); 0 disables re-authentication.")
+_broker("connection.failed.authentication.delay.ms", T.INT, 100,
+        "Delay before closing a connection whose authentication failed.", validator=at_least(0), importance=L)
+_broker("principal.builder.class", T.CLASS, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+        "Principal builder; only Kafka's default is supported.")
+
+# Security: the authorizer (Kafka's AclAuthorizer in ZooKeeper mode).
+_broker("authorizer.class.name", T.STRING, "",
+        "Authorizer class; kafka.security.authorizer.AclAuthorizer turns on ACLs stored in ZooKeeper.", importance=L)
+_broker("super.users", T.STRING, None, "Principals allowed everything, separated by ';' (User:admin;User:broker).")
+_broker("allow.everyone.if.no.acl.found", T.BOOLEAN, False,
+        "Whether a resource with no matching ACL is open to everyone.")
 
 # Group coordinator and offsets
 _broker("group.min.session.timeout.ms", T.INT, 6000, "Smallest session timeout a group member may ask for.")
@@ -941,7 +1016,7 @@ class BrokerConfig:
     or as attributes (``config.log_segment_bytes``). Immutable; ``with_dynamic`` makes a new one.
     """
 
-    __slots__ = ("_layers", "originals", "unknown")
+    __slots__ = ("_layers", "_listener_layers", "originals", "unknown")
 
     def __init__(
         self,
@@ -967,6 +1042,11 @@ class BrokerConfig:
         object.__setattr__(self, "_layers", layers)
         object.__setattr__(self, "originals", MappingProxyType(originals))
         object.__setattr__(self, "unknown", MappingProxyType(unknown))
+        # listener.name.<listener>.<config> keys, per layer (highest precedence first): Kafka's
+        # per-listener overrides of ssl.*, sasl.* and connection configs, read with listener_get().
+        object.__setattr__(self, "_listener_layers", tuple(
+            {k: v for k, v in raw.items() if k.startswith(LISTENER_PREFIX)}
+            for raw in (dynamic_broker or {}, dynamic_default or {}, originals)))
         self._check_consistency()
 
     @staticmethod
@@ -1006,6 +1086,22 @@ class BrokerConfig:
             if name in layer:
                 return layer[name]
         return defn.default
+
+    def listener_get(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """A config as one listener sees it: ``listener.name.<listener>.[<mechanism>.]<name>`` when
+        set in any layer (parsed as ``name``), else the broker-wide ``name``. Listener and mechanism
+        are lower-cased in the key, as Kafka's ListenerName.configPrefix and saslMechanismPrefix do."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        key = f"{prefix}{mechanism.lower()}.{name}" if mechanism else f"{prefix}{name}"
+        for layer in self._listener_layers:
+            if key in layer:
+                return parse_value(name, layer[key])
+        return self.get(name)
+
+    def listener_is_set(self, listener: str, name: str, mechanism: str | None = None) -> bool:
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        key = f"{prefix}{mechanism.lower()}.{name}" if mechanism else f"{prefix}{name}"
+        return any(key in layer for layer in self._listener_layers) or self.is_set(name)
 
     def source_of(self, name: str) -> ConfigSource:
         self._broker_def(name)
