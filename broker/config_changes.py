@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from controller import zk_data as zd
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from controller.zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
+
+# Called with the changed entity's name as the notification names it (sanitized, and for a user's
+# client-id quotas "<user>/clients/<client-id>"), after the change is in ZooKeeper.
+EntityChangeCallback = Callable[[str], Awaitable[None]]
 
 
 class DynamicConfigTarget(Protocol):
@@ -49,6 +54,12 @@ class ConfigChangeListener:
         self._known_topics: set[str] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._subscribers: dict[str, list[EntityChangeCallback]] = {}
+
+    def subscribe(self, entity_type: str, callback: EntityChangeCallback) -> None:
+        """Have ``callback`` run for every change notification about ``entity_type`` ("users",
+        "clients", "ips"): SCRAM credentials and client quotas follow ZooKeeper this way."""
+        self._subscribers.setdefault(entity_type, []).append(callback)
 
     async def start(self) -> None:
         """Call after the broker loaded the configs present at startup: only later changes apply."""
@@ -110,6 +121,13 @@ class ConfigChangeListener:
                 topics.add(name)
             elif etype == zd.CONFIG_TYPE_BROKER and name in ("<default>", str(self.broker_id)):
                 broker_changed = True
+            for callback in self._subscribers.get(etype, ()):
+                try:
+                    await callback(name)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("applying the config change of %s %s failed", etype, name)
         if topics:
             configs = await self.zk_call(zk.get_topic_configs, sorted(topics))
             for t in sorted(topics):

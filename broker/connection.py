@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from broker.rate_limited_log import RateLimitedLog
 from broker.request_queue import RequestPermits
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
 from protocol.exceptions import FrameTooLargeError, ProtocolError
 from protocol.framing import frame_size
 from protocol.schema import FileRegion
@@ -97,6 +98,16 @@ class Connection:
         self._watching = False  # watching the socket for the client leaving during a long request
         self._permit: int | None = None  # size of the request permit held, while one is
         self._api_key = -1  # of the request being handled
+        # Who the peer is: ANONYMOUS until TLS (client certificate) or SASL says otherwise.
+        self.security_protocol = "PLAINTEXT"
+        self.principal: KafkaPrincipal = ANONYMOUS
+        # KIP-219: a throttled client's channel is muted (no request read) until this monotonic time.
+        self.muted_until = 0.0
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Mute the channel for ``throttle_ms`` after the current response (quota enforcement)."""
+        if throttle_ms > 0:
+            self.muted_until = max(self.muted_until, time.monotonic() + throttle_ms / 1000.0)
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -240,6 +251,14 @@ class Connection:
         self._task = asyncio.current_task()
         try:
             while True:
+                if self.muted_until:
+                    # Throttled: the response went out carrying throttle_time_ms; the next request
+                    # is not read before the time is up (it waits in the socket buffer meanwhile).
+                    delay = self.muted_until - time.monotonic()
+                    self.muted_until = 0.0
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                        self.last_active = time.monotonic()
                 frame = await self.read_frame()
                 size = len(frame)
                 self._permit = size

@@ -1,0 +1,1 @@
+"""Authorization: Kafka's Authorizer interface and its ZooKeeper ACL implementation (AclAuthorizer)."""

@@ -1,0 +1,1 @@
+"""Channel security on the broker side: principals, TLS and SASL (Kafka's network/security layer)."""
