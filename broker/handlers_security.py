@@ -2,8 +2,7 @@
 
 - SASL: our listeners are PLAINTEXT, so a SaslHandshake or SaslAuthenticate is out of place there:
   ILLEGAL_SASL_STATE, as Kafka answers on a non-SASL listener.
-- ACLs: no authorizer is configured (``authorizer.class.name`` is empty by default), so Describe/
-  Create/DeleteAcls answer SECURITY_DISABLED, exactly as Kafka does without an authorizer.
+- ACLs: Describe/Create/DeleteAcls are served by broker/handlers_acls.py.
 - Client quotas and SCRAM credentials are stored where Kafka stores them in ZooKeeper mode, as
   entity configs (``/config/users/<user>``, ``/config/users/<user>/clients/<client>``,
   ``/config/clients/<client>``, ``/config/ips/<ip>``, ``<default>`` for defaults; user names
@@ -40,9 +39,6 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 _SH = response_type(ApiKey.SASL_HANDSHAKE)
 _SA = response_type(ApiKey.SASL_AUTHENTICATE)
-_DA = response_type(ApiKey.DESCRIBE_ACLS)
-_CA = response_type(ApiKey.CREATE_ACLS)
-_XA = response_type(ApiKey.DELETE_ACLS)
 _DQ = response_type(ApiKey.DESCRIBE_CLIENT_QUOTAS)
 _AQ = response_type(ApiKey.ALTER_CLIENT_QUOTAS)
 _DS = response_type(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
@@ -102,21 +98,6 @@ class SecurityHandlers:
     async def sasl_authenticate(self, conn: Connection, req: Request) -> Any:
         return _SA(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
                    error_message="SASL is not enabled on this listener")
-
-    async def describe_acls(self, conn: Connection, req: Request) -> Any:
-        return _DA(error_code=ErrorCode.SECURITY_DISABLED, error_message="No Authorizer is configured.",
-                   resources=[])
-
-    async def create_acls(self, conn: Connection, req: Request) -> Any:
-        return _CA(results=[_CA.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED,
-                                                  error_message="No Authorizer is configured.")
-                            for _ in req.body.creations])
-
-    async def delete_acls(self, conn: Connection, req: Request) -> Any:
-        return _XA(filter_results=[_XA.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED,
-                                                              error_message="No Authorizer is configured.",
-                                                              matching_acls=[])
-                                   for _ in req.body.filters])
 
     # -- client quotas ---------------------------------------------------------------------------------
 
@@ -289,9 +270,6 @@ class SecurityHandlers:
     def register(self, apis: KafkaApis) -> None:
         apis.register(ApiKey.SASL_HANDSHAKE, self.sasl_handshake)
         apis.register(ApiKey.SASL_AUTHENTICATE, self.sasl_authenticate)
-        apis.register(ApiKey.DESCRIBE_ACLS, self.describe_acls)
-        apis.register(ApiKey.CREATE_ACLS, self.create_acls)
-        apis.register(ApiKey.DELETE_ACLS, self.delete_acls)
         apis.register(ApiKey.DESCRIBE_CLIENT_QUOTAS, self.describe_client_quotas)
         apis.register(ApiKey.ALTER_CLIENT_QUOTAS, self.alter_client_quotas)
         apis.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, self.describe_user_scram_credentials)

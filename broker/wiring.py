@@ -17,6 +17,7 @@ Two dependency cycles are broken without attaching attributes after construction
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from broker.purgatory import Purgatory
 
 if TYPE_CHECKING:
+    from broker.authorizer.api import Authorizer
     from broker.broker import Broker
     from broker.controller_glue import ControllerRequestState, ControllerServices
     from broker.group_coordinator import GroupCoordinator
@@ -63,6 +65,7 @@ class BrokerComponents:
     txn_coordinator: TransactionCoordinator | None = None
     controller_services: ControllerServices | None = None
     metrics: MetricsServer | None = None
+    authorizer: Authorizer | None = None  # None: authorizer.class.name is empty (everything allowed)
 
     @property
     def controller(self) -> KafkaController | None:
@@ -89,6 +92,15 @@ async def build_components(broker: Broker) -> ReplicaManager:
 
     c = broker.components
     assert broker.log_manager is not None and broker.zk is not None
+    from broker.authorizer.acl_authorizer import create_authorizer
+    from broker.authorizer.zk_acl_store import ZkAclStore
+    from broker.handlers_acls import AclHandlers
+
+    acl_authorizer = create_authorizer(broker.config, ZkAclStore(broker.zk), broker.zk_call)
+    if acl_authorizer is not None:
+        await acl_authorizer.start(asyncio.get_running_loop())
+    c.authorizer = acl_authorizer
+    AclHandlers(acl_authorizer).register(broker.apis)
     # Replication throttles; rates are dynamic broker configs, so read through broker.config each time.
     leader_quota = ReplicationQuota(
         broker.broker_id, "leader.replication.throttled.rate", "leader_replication_throttled_replicas",
@@ -137,6 +149,10 @@ async def stop_components(broker: Broker) -> None:
     from broker.txn_broker_side import stop_transaction_coordinator
 
     c = broker.components
+    authorizer, c.authorizer = c.authorizer, None
+    close_authorizer = getattr(authorizer, "close", None)
+    if close_authorizer is not None:
+        await close_authorizer()  # stops following ACL change notifications
     cluster, c.cluster = c.cluster, None
     if cluster is not None:
         cluster.close()  # the pooled forwarding connection to the controller

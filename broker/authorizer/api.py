@@ -81,6 +81,10 @@ class ResourcePattern:
     name: str
     pattern_type: PatternType = PatternType.LITERAL
 
+    def __str__(self) -> str:  # as Kafka's ResourcePattern.toString (logs, kafka-acls.sh output)
+        return (f"ResourcePattern(resourceType={self.resource_type.name}, name={self.name}, "
+                f"patternType={self.pattern_type.name})")
+
 
 @dataclass(frozen=True, slots=True)
 class Action:
