@@ -9,6 +9,7 @@ read_uncommitted reader sees the aborted attempts too; the group's committed off
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -167,7 +168,12 @@ def confluent_loop(bootstrap: str, in_topic: str, out_topic: str, group: str, tx
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
+    producer_config: dict[str, object] = {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5}
+    if os.environ.get("KAFKETTE_RDKAFKA_DEBUG"):
+        # librdkafka's own trace of the producer (e.g. "eos,protocol,broker"), printed to stderr: how a
+        # stalled transactional call is diagnosed.
+        producer_config["debug"] = os.environ["KAFKETTE_RDKAFKA_DEBUG"]
+    producer = Producer(producer_config)
     result = Outcome()
     try:
         consumer.subscribe([in_topic])
