@@ -5,22 +5,29 @@ limit, ApiVersions negotiation, authentication steps); this module moves bytes w
 ``sendall`` / ``recv_into`` and turns failures into the CLI's errors. ``send`` / ``receive`` may be
 pipelined (the load generators keep several requests in flight); ``call`` is one round trip.
 
+Security: a ``ConnectionSecurity`` (built from the client properties by ``clients/client_config.py``)
+wraps the socket in TLS (``SSLContext.wrap_socket``; the handshake runs within the socket timeout) and
+gives the SASL steps the state machine runs before the connection is ready.
+
 Errors: :class:`KafkaWireError` carries Kafka's error code and name; :class:`ConnectionFailed` says
-which address could not be reached or was lost.
+which address could not be reached or was lost; :class:`AuthenticationFailed` says the broker refused
+who we are (SASL) or the TLS handshake failed, which retrying another broker does not fix.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from protocol.api_versions import SUPPORTED, ApiKey
 from protocol.client_connection import (
-    AuthStep,
+    PLAINTEXT,
+    AuthenticationError,
     ClientConnection,
+    ConnectionSecurity,
     NoCommonVersionError,
     Response,
 )
@@ -28,8 +35,8 @@ from protocol.errors import ErrorCode, error_info
 from protocol.exceptions import ProtocolError
 from protocol.messages import request_type
 
-__all__ = ["CAPS", "CLIENT_SOFTWARE", "BrokerConnection", "ConnectionFailed", "KafkaWireError", "UsageError",
-           "WireError", "check"]
+__all__ = ["CAPS", "CLIENT_SOFTWARE", "AuthenticationFailed", "BrokerConnection", "ConnectionFailed",
+           "KafkaWireError", "UsageError", "WireError", "check"]
 
 CLIENT_SOFTWARE = ("kafkette-cli", "0.1.0")
 
@@ -66,6 +73,10 @@ class ConnectionFailed(WireError):
     pass
 
 
+class AuthenticationFailed(WireError):
+    """SASL refused or the TLS handshake failed (Kafka's AuthenticationException): not retried."""
+
+
 class KafkaWireError(WireError):
     def __init__(self, code: int, message: str | None = None, context: str = "") -> None:
         info = error_info(code)
@@ -85,18 +96,30 @@ class BrokerConnection:
     """One blocking connection, ready (negotiated and authenticated) once constructed."""
 
     def __init__(self, host: str, port: int, *, client_id: str, timeout: float, node_id: int = -1,
-                 connect_timeout: float = 10.0, max_in_flight: int = 5, auth_steps: Sequence[AuthStep] = ()) -> None:
+                 connect_timeout: float = 10.0, max_in_flight: int = 5,
+                 security: ConnectionSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.timeout = timeout
         self.sm = ClientConnection(client_id, max_in_flight=max_in_flight, version_caps=CAPS,
-                                   auth_steps=auth_steps, client_software=CLIENT_SOFTWARE)
+                                   auth_steps=security.auth_steps(), client_software=CLIENT_SOFTWARE)
         try:
-            self.sock = socket.create_connection((host, port), timeout=min(timeout, connect_timeout))
+            sock = socket.create_connection((host, port), timeout=min(timeout, connect_timeout))
         except OSError as e:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security.ssl_context is not None:
+            try:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=security.server_hostname or host)
+            except ssl.SSLError as e:
+                sock.close()
+                raise AuthenticationFailed(f"SSL handshake with {host}:{port} failed: {e}") from None
+            except OSError as e:
+                sock.close()
+                raise ConnectionFailed(f"lost connection to {host}:{port} during the SSL handshake: "
+                                       f"{e.strerror or e}") from None
+        self.sock = sock
         self.sock.settimeout(timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._responses: deque[Response] = deque()
         self.sm.start()
         self._flush()
@@ -182,7 +205,11 @@ class BrokerConnection:
         except ProtocolError as e:  # mismatched correlation id, undecodable response: the connection is dead
             self.close()
             raise WireError(f"bad response from {self.host}:{self.port}: {e}") from None
-        except Exception as e:  # an authentication step failed
+        except AuthenticationError as e:
+            self.close()
+            name = f"{error_info(e.error_code).name}: " if e.error_code is not None else ""
+            raise AuthenticationFailed(f"authentication with {self.host}:{self.port} failed: {name}{e}") from None
+        except Exception as e:
             self.close()
             raise ConnectionFailed(f"connection setup with {self.host}:{self.port} failed: {e}") from None
         self._flush()  # an authentication step may have queued its next request

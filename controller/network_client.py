@@ -15,6 +15,17 @@ in controller/ so that both controller/ and broker/ can). Three pieces:
   ``reconnect.backoff.max.ms``, with +/-20% jitter as Kafka applies it).
 - ``ConnectionPool``: one ``NodeClient`` per address, for senders that talk to whichever broker
   a partition or the controller is on.
+
+Security (``ConnectionSettings.security``, a ``ConnectionSecurity``): with a TLS context the socket is
+wrapped by asyncio's TLS transport (handshake within the connect timeout, the broker's certificate
+checked against ``server_hostname`` or the host when the context checks host names); with SASL the
+authentication steps run on every new connection before it is ready.
+
+Session expiry (KIP-368): when the broker grants a session lifetime, the connection is due for renewal
+at a random 85-95% of it (Kafka's client re-authenticates in that window). Instead of re-authenticating
+on the same socket, ``NodeClient`` retires a due connection: new requests go to a freshly opened and
+authenticated connection, and the retired one is closed gracefully once its last response is in. So
+no request is ever sent on a session the broker is about to end, and no in-flight request is lost.
 """
 
 from __future__ import annotations
@@ -23,15 +34,17 @@ import asyncio
 import contextlib
 import logging
 import random
+import ssl
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.client_connection import (
-    AuthStep,
+    PLAINTEXT,
     ClientConnection,
     ConnectionReady,
+    ConnectionSecurity,
     InFlightRequest,
     Response,
 )
@@ -40,12 +53,16 @@ from protocol.schema import Struct
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConnectionPool", "ConnectionSettings", "KafkaConnection", "KafkaConnectionError", "NodeClient",
-           "RequestTimeoutError"]
+__all__ = ["PLAINTEXT", "ConnectionPool", "ConnectionRetiredError", "ConnectionSecurity", "ConnectionSettings",
+           "KafkaConnection", "KafkaConnectionError", "NodeClient", "RequestTimeoutError"]
 
 
 class KafkaConnectionError(ConnectionError):
     """The connection failed, closed, or sent something that ended it; the request may not have run."""
+
+
+class ConnectionRetiredError(KafkaConnectionError):
+    """The connection is being retired (session renewal): the request was not sent; send it on a new one."""
 
 
 class RequestTimeoutError(KafkaConnectionError, TimeoutError):
@@ -64,7 +81,7 @@ class ConnectionSettings:
     version_caps: tuple[tuple[int, int], ...] = ()
     reconnect_backoff_s: float = 0.05  # reconnect.backoff.ms
     reconnect_backoff_max_s: float = 1.0  # reconnect.backoff.max.ms
-    auth_steps: tuple[AuthStep, ...] = ()
+    security: ConnectionSecurity = PLAINTEXT  # security.protocol: TLS context, SASL steps
     max_response_bytes: int = 1 << 30
 
 
@@ -75,7 +92,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.host, self.port, self.settings = host, port, settings
         self.sm = ClientConnection(settings.client_id, max_in_flight=settings.max_in_flight,
                                    negotiate_versions=settings.negotiate_versions,
-                                   version_caps=dict(settings.version_caps), auth_steps=settings.auth_steps,
+                                   version_caps=dict(settings.version_caps),
+                                   auth_steps=settings.security.auth_steps(),
                                    max_response_bytes=settings.max_response_bytes)
         self.transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
@@ -84,6 +102,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._paused = False
         self.closed_error: BaseException | None = None
+        # KIP-368: loop time after which the session should be renewed (None: it never expires).
+        self.renew_at: float | None = None
+        self._close_when_idle = False
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -99,7 +120,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return conn
         try:
             async with asyncio.timeout(settings.connect_timeout_s):
-                await loop.create_connection(factory, host, port)
+                sec = settings.security
+                if sec.ssl_context is not None:
+                    await loop.create_connection(factory, host, port, ssl=sec.ssl_context,
+                                                 server_hostname=sec.server_hostname or host,
+                                                 ssl_handshake_timeout=settings.connect_timeout_s)
+                else:
+                    await loop.create_connection(factory, host, port)
                 assert conn is not None
                 await conn._ready
         except TimeoutError:
@@ -107,6 +134,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 conn.close(KafkaConnectionError(f"connection setup to {host}:{port} timed out"))
             raise KafkaConnectionError(f"connecting to {host}:{port} timed out after "
                                        f"{settings.connect_timeout_s:.1f}s") from None
+        except ssl.SSLError as e:  # before OSError: a failed TLS handshake (bad certificate, protocol)
+            raise KafkaConnectionError(f"TLS handshake with {host}:{port} failed: {e}") from None
         except OSError as e:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
         except BaseException:
@@ -204,10 +233,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Queue a request once a slot is free; returns the future of its response body."""
         while not self.sm.can_send and expect_response:
             self._raise_if_closed()
+            self._raise_if_retired()
             waiter = self._loop.create_future()
             self._slot_waiters.append(waiter)
             await waiter
         self._raise_if_closed()
+        self._raise_if_retired()
         fut: asyncio.Future[Struct] | None = self._loop.create_future() if expect_response else None
         self.sm.send(api_key, body, version=version, expect_response=expect_response, token=fut)
         self._flush()
@@ -236,6 +267,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- internals --------------------------------------------------------------------------------
 
+    def _raise_if_retired(self) -> None:
+        if self._close_when_idle:
+            raise ConnectionRetiredError(f"connection to {self.host}:{self.port} is being retired")
+
     def _raise_if_closed(self) -> None:
         if self.sm.closed:
             raise KafkaConnectionError(str(self.closed_error or f"connection to {self.host}:{self.port} closed"))
@@ -253,7 +288,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     fut.set_result(ev.body)
                 self._wake_one()
             elif isinstance(ev, ConnectionReady) and not self._ready.done():
+                lifetime_ms = self.sm.session_lifetime_ms
+                if lifetime_ms > 0:
+                    # Kafka's window: 85% of the lifetime plus up to 10% jitter, so that many
+                    # connections authenticated together do not all renew at once.
+                    self.renew_at = self._loop.time() + lifetime_ms / 1000.0 * (0.85 + 0.10 * random.random())
                 self._ready.set_result(None)
+        if self._close_when_idle and self.sm.in_flight == 0:
+            self.close(KafkaConnectionError(f"connection to {self.host}:{self.port} retired: session renewal"))
+
+    @property
+    def session_due(self) -> bool:
+        """The broker-granted session is in its renewal window (KIP-368): open a new connection."""
+        return self.renew_at is not None and self._loop.time() >= self.renew_at
+
+    def close_when_idle(self) -> None:
+        """Take no new requests' responses beyond those in flight; close once they are answered."""
+        self._close_when_idle = True
+        for w in self._slot_waiters:  # requests waiting for a slot here move to the new connection
+            if not w.done():
+                w.set_result(None)
+        self._slot_waiters.clear()
+        if self.sm.in_flight == 0:
+            self.close(KafkaConnectionError(f"connection to {self.host}:{self.port} retired: session renewal"))
 
     def _wake_one(self) -> None:
         while self._slot_waiters:
@@ -297,7 +354,12 @@ class NodeClient:
         if self._closed:
             raise KafkaConnectionError(f"client for {self.host}:{self.port} is closed")
         if self._conn is not None and not self._conn.closed:
-            return self._conn
+            if not self._conn.session_due:
+                return self._conn
+            # KIP-368: renew the session on a new connection; the old one drains and closes.
+            log.debug("session to %s:%d due for renewal: reconnecting", self.host, self.port)
+            retired, self._conn = self._conn, None
+            retired.close_when_idle()
         if self._connecting is None or self._connecting.done():
             self._connecting = asyncio.ensure_future(self._connect())
         return await asyncio.shield(self._connecting)
@@ -324,12 +386,15 @@ class NodeClient:
                       timeout: float | None = None) -> Struct:
         self.outstanding += 1
         try:
-            conn = await self.connection()
-            try:
-                return await conn.request(api_key, body, version=version, timeout=timeout)
-            except KafkaConnectionError:
-                self._note_failure(conn)
-                raise
+            while True:
+                conn = await self.connection()
+                try:
+                    return await conn.request(api_key, body, version=version, timeout=timeout)
+                except ConnectionRetiredError:
+                    continue  # not sent: the next connection() is the renewed one
+                except KafkaConnectionError:
+                    self._note_failure(conn)
+                    raise
         finally:
             self.outstanding -= 1
 

@@ -18,8 +18,14 @@ and ``InFlightRequests`` own for one node:
   each inter-broker API exists at exactly one version, so the extra round trip buys nothing.
 - **authentication steps**: after ApiVersions and before the connection is ready, each
   ``AuthStep`` runs in turn. A step issues requests and reads their responses until it is done, so a
-  SASL mechanism is a step that sends SaslHandshake and then SaslAuthenticate rounds. Today only
-  ``NoAuthStep`` exists (PLAINTEXT).
+  SASL mechanism is a step that sends SaslHandshake and then SaslAuthenticate rounds
+  (``protocol/sasl_client.py``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). A step may record the session
+  lifetime the broker granted (KIP-368) in ``session_lifetime_ms``; the wrapper acts on it.
+
+``ConnectionSecurity`` bundles what ``security.protocol`` decides for one outgoing connection: the TLS
+context the wrapper wraps the socket with (SSL, SASL_SSL) and a factory of fresh authentication steps
+(SASL_PLAINTEXT, SASL_SSL). Steps keep per-exchange state (a SCRAM nonce), so every connection gets
+new ones from the factory.
 
 States: ``NEGOTIATING`` (ApiVersions in flight) -> ``AUTHENTICATING`` (steps running) -> ``READY``
 -> ``CLOSED``. Requests sent before ``READY`` are refused; a wrapper waits for the ready event.
@@ -29,9 +35,10 @@ from __future__ import annotations
 
 import enum
 import itertools
+import ssl
 import struct
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,9 +50,10 @@ from protocol.messages import decode_response, encode_request, request_type
 from protocol.schema import Struct
 
 __all__ = [
-    "API_VERSIONS_REQUEST_VERSION", "AuthStep", "AuthenticationError", "ClientConnection", "ConnectionClosedError",
-    "ConnectionReady", "ConnectionState", "CorrelationMismatchError", "InFlightLimitError", "InFlightRequest",
-    "NoAuthStep", "NoCommonVersionError", "NotReadyError", "Response", "StepRequest",
+    "API_VERSIONS_REQUEST_VERSION", "PLAINTEXT", "AuthStep", "AuthStepFactory", "AuthenticationError",
+    "ClientConnection", "ConnectionClosedError", "ConnectionReady", "ConnectionSecurity", "ConnectionState",
+    "CorrelationMismatchError", "InFlightLimitError", "InFlightRequest", "NoAuthStep", "NoCommonVersionError",
+    "NotReadyError", "Response", "StepRequest",
 ]
 
 API_VERSIONS_REQUEST_VERSION = 3  # the first flexible version; carries client software name/version (KIP-511)
@@ -84,7 +92,15 @@ class NoCommonVersionError(ProtocolError):
 
 
 class AuthenticationError(Exception):
-    """An authentication step failed; the connection is closed."""
+    """An authentication step failed; the connection is closed.
+
+    ``error_code`` is Kafka's error (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+    ILLEGAL_SASL_STATE) when the broker named one, else None (e.g. a bad SCRAM server signature).
+    """
+
+    def __init__(self, message: str, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 @dataclass(slots=True)
@@ -118,6 +134,31 @@ class NoAuthStep:
 
     def on_response(self, conn: ClientConnection, api_key: int, body: Struct) -> StepRequest | None:
         raise AuthenticationError(f"unexpected response to api key {api_key} during PLAINTEXT setup")
+
+
+AuthStepFactory = Callable[[], Sequence[AuthStep]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSecurity:
+    """How one outgoing connection is secured (the parts of Kafka's ``security.protocol``).
+
+    ``ssl_context`` set: the wrapper speaks TLS (SSL, SASL_SSL); ``server_hostname`` is the name the
+    broker's certificate is checked against (None: the host connected to; only consulted when the
+    context checks host names, i.e. ``ssl.endpoint.identification.algorithm=https``). ``auth`` set:
+    a factory of fresh authentication steps run on every new connection (SASL_*).
+    """
+
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    auth: AuthStepFactory | None = None
+
+    def auth_steps(self) -> Sequence[AuthStep]:
+        return self.auth() if self.auth is not None else ()
+
+
+PLAINTEXT = ConnectionSecurity()
 
 
 @dataclass(slots=True)
@@ -163,6 +204,9 @@ class ClientConnection:
         self.state = ConnectionState.NEGOTIATING
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.close_reason: BaseException | None = None
+        # The session lifetime the broker granted at authentication (SaslAuthenticate v1+, KIP-368);
+        # 0: none, the session does not expire.
+        self.session_lifetime_ms = 0
         self._steps: deque[AuthStep] = deque(auth_steps or (NoAuthStep(),))
         self._step: AuthStep | None = None
         self._reader = FrameReader(max_response_bytes)
