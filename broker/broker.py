@@ -146,6 +146,9 @@ class Broker:
         self.config_changes = ConfigChangeListener(self.zk, self.zk_call, self.broker_id, asyncio.get_running_loop(),
                                                    self)
         await self.config_changes.start()
+        from broker.quota import start_client_quotas
+
+        await start_client_quotas(self.apis, cfg.get, self.zk, self.zk_call, self.config_changes)
         self.log_manager = LogManager(
             list(cfg.log_dir_list), broker_id=self.broker_id, cluster_id=self.cluster_id,
             default_config=LogConfig.from_broker(cfg, {}), topic_config=self.topic_config,

@@ -14,6 +14,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.quota.mutation import record_controller_mutation
 from config.registry import REGISTRY, ConfigError, LogConfig, format_value
 from controller import zk_data as zd
 from controller.assignment import (
@@ -210,6 +211,9 @@ class AdminHandlers:
             if await self.zk_call(self.zk.topic_exists, name):
                 return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             return ErrorCode.NONE, None
+        throttled = record_controller_mutation(len(assignment))
+        if throttled is not None:
+            return throttled
         try:
             await self.zk_call(self.zk.create_topic, name, assignment, configs)
         except TopicExistsError as e:
@@ -335,6 +339,11 @@ class AdminHandlers:
             if topic_name_error(name) or not await self.zk_call(self.zk.topic_exists, name):
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            info = self.metadata.topics.get(name)
+            throttled = record_controller_mutation(len(info.partitions) if info is not None else 0)
+            if throttled is not None:
+                r.error_code, r.error_message = throttled
+                continue
             await self.zk_call(self.zk.mark_topic_for_deletion, name)
             pending.append((r, name))
         if pending:
@@ -382,6 +391,10 @@ class AdminHandlers:
                 r.error_code, r.error_message = ErrorCode(e.error_code), str(e)
                 continue
             if not b.validate_only:
+                throttled = record_controller_mutation(len(new))
+                if throttled is not None:
+                    r.error_code, r.error_message = throttled
+                    continue
                 try:
                     await self.zk_call(self.zk.add_partitions, t.name, new)
                 except ValueError as e:  # another request added partitions since we read the topic

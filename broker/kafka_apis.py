@@ -11,6 +11,15 @@ answered the way Kafka's network layer answers an API its listener does not enab
 treats an Envelope off the privileged listener): no response, the connection is closed. Kafka 3.9 in
 ZooKeeper mode itself serves them on every listener and relies on CLUSTER_ACTION authorization; the
 listener check is what stands in for it here, since kafkette has no authorizer.
+
+Client quotas (broker/quota/) are enforced here, after the handler, as Kafka's KafkaApis and
+RequestHandlerHelper do: Produce records its request bytes, a consumer Fetch its response bytes (and is
+answered without data when throttled, its bytes taken back), every other API its share of the event
+loop; CreateTopics, CreatePartitions and DeleteTopics also count partitions against the controller
+mutation quota. The largest throttle time goes into the response's ``throttle_time_ms`` and the
+connection is muted for that long after the response (KIP-219). Replica fetches and the
+controller/inter-broker APIs are exempt. With no quota configured anywhere the ordinary path costs one
+attribute check.
 """
 
 from __future__ import annotations
@@ -22,6 +31,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.connection import CloseConnection, limited_log
+from broker.quota.loop_time import LoopTimed
+from broker.quota.mutation import (
+    STRICT_SINCE_VERSION,
+    PermissiveMutationQuota,
+    StrictMutationQuota,
+    current_mutation_quota,
+)
 from protocol.api_versions import REFUSED, ApiKey
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
@@ -35,9 +51,11 @@ from protocol.messages import (
     response_type,
     unsupported_api_versions_response,
 )
+from protocol.schema import FileRegion, FileRegions, Struct
 
 if TYPE_CHECKING:
     from broker.connection import Connection, Parts
+    from broker.quota import QuotaManagers
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +64,17 @@ CONTROL_PLANE_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, A
 
 # KIP-511: client software name and version must look like this, else INVALID_REQUEST.
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+# Answered without counting against request quotas, as Kafka answers them: controller and inter-broker
+# requests (its ApiKeys with clusterAction) and SASL authentication (done before requests are served).
+QUOTA_EXEMPT_APIS = frozenset({
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.WRITE_TXN_MARKERS, ApiKey.ALTER_PARTITION, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# APIs that may create or delete partitions: CreateTopics, DeleteTopics and CreatePartitions, and the
+# automatic topic creation of Metadata and FindCoordinator (always permissive).
+_MUTATING_APIS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                            ApiKey.METADATA, ApiKey.FIND_COORDINATOR})
+_FETCH_RESPONSE = response_type(ApiKey.FETCH)
 
 HandlerFn = Callable[["Connection", Request], Awaitable[Any]]
 
@@ -58,6 +87,7 @@ class KafkaApis:
         self.request_stats: dict[int, list[float]] = {}  # api key -> [count, total seconds]
         self.observer: Callable[[Request, float], None] | None = None
         self.refused_off_control_plane = 0  # connections closed by the listener check (metrics)
+        self.quotas: QuotaManagers | None = None  # client quotas, once loaded (broker/quota)
 
     def register(self, api_key: int, fn: HandlerFn) -> None:
         self.handlers[api_key] = fn
@@ -65,6 +95,8 @@ class KafkaApis:
     async def handle_frame(self, conn: Connection, frame: memoryview) -> Parts | None:
         if self.listener_refuses(conn, frame):
             raise CloseConnection()
+        quotas = self.quotas
+        decode_started = time.perf_counter_ns() if quotas is not None and quotas.active else 0
         try:
             request = self.decode(frame)
         except UnsupportedVersionError as e:
@@ -87,8 +119,16 @@ class KafkaApis:
             body = self.refuse(request)
         elif handler is None:
             raise ProtocolError(f"api key {hdr.api_key} is not served by this broker")
+        elif decode_started and quotas is not None and quotas.active and hdr.api_key not in QUOTA_EXEMPT_APIS:
+            decode_ns = time.perf_counter_ns() - decode_started
+            return await self._handle_with_quotas(conn, request, handler, quotas, started, decode_ns)
         else:
             body = await handler(conn, request)
+        return self._respond(request, body, started)
+
+    def _respond(self, request: Request, body: Any, started: float, parts: Parts | None = None) -> Parts | None:
+        """Count the request (stats, latency) and encode its response (None: no response)."""
+        hdr = request.header
         elapsed = time.monotonic() - started
         stats = self.request_stats.setdefault(hdr.api_key, [0, 0.0])
         stats[0] += 1
@@ -97,7 +137,94 @@ class KafkaApis:
             self.observer(request, elapsed)
         if body is None:
             return None  # acks=0 produce
+        if parts is not None:
+            return parts
         return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)
+
+    async def _handle_with_quotas(self, conn: Connection, request: Request, handler: HandlerFn,
+                                  quotas: QuotaManagers, started: float, decode_ns: int) -> Parts | None:
+        """Run the handler, then record the request against the client's quotas and throttle it."""
+        hdr = request.header
+        api_key, version = hdr.api_key, hdr.api_version
+        req: Any = request.body
+        if api_key == ApiKey.FETCH and (req.replica_id if version < 15 else req.replica_state.replica_id) >= 0:
+            return self._respond(request, await handler(conn, request), started)  # replication is exempt
+        user = quotas.user_of(conn.principal)
+        client_id = hdr.client_id or ""
+        fetch_quota = quotas.fetch
+        if api_key == ApiKey.FETCH and fetch_quota.enabled and version >= 3:
+            # A fetch bigger than the quota allows over the window would be throttled however
+            # quiet the consumer had been: ask for no more (KafkaApis' maxQuotaWindowBytes).
+            cap = fetch_quota.max_value_in_window(user, client_id)
+            if cap < req.max_bytes:
+                req.max_bytes = int(cap)
+                req.min_bytes = min(req.min_bytes, req.max_bytes)
+
+        mutation = quotas.controller_mutation
+        mutation_quota: StrictMutationQuota | PermissiveMutationQuota | None = None
+        token = None
+        if mutation.enabled and api_key in _MUTATING_APIS:
+            sensors = mutation.sensors_for(user, client_id)
+            strict_since = STRICT_SINCE_VERSION.get(api_key)
+            if strict_since is not None and version >= strict_since:
+                mutation_quota = StrictMutationQuota(mutation, sensors)
+            else:
+                mutation_quota = PermissiveMutationQuota(mutation, sensors)
+            token = current_mutation_quota.set(mutation_quota)
+        request_quota = quotas.request
+        timed: LoopTimed | None = None
+        try:
+            if request_quota.enabled:
+                timed = LoopTimed(handler(conn, request))
+                body = await timed
+            else:
+                body = await handler(conn, request)
+        finally:
+            if token is not None:
+                current_mutation_quota.reset(token)
+
+        now = request_quota.clock()
+        request_ms = 0
+        request_sensors = None
+        # acks=0 produce is exempt from the request quota (its bytes still count).
+        if timed is not None and not (api_key == ApiKey.PRODUCE and req.acks == 0):
+            request_sensors = request_quota.sensors_for(user, client_id)
+            request_ms = request_quota.record_time(request_sensors, decode_ns + timed.busy_ns, now)
+        other_ms = 0
+        other = None  # (manager, sensors) of the quota other than the request quota
+        parts: Parts | None = None
+        if api_key == ApiKey.PRODUCE and quotas.produce.enabled:
+            sensors = quotas.produce.sensors_for(user, client_id)
+            other_ms = quotas.produce.record(sensors, request.size, now)
+            other = (quotas.produce, sensors)
+        elif api_key == ApiKey.FETCH:
+            if fetch_quota.enabled:
+                parts = encode_response(api_key, version, hdr.correlation_id, body)
+                size = _response_size(parts)
+                sensors = fetch_quota.sensors_for(user, client_id)
+                other_ms = fetch_quota.record(sensors, size, now)
+                other = (fetch_quota, sensors)
+                if max(other_ms, request_ms) > 0:
+                    fetch_quota.unrecord(sensors, size, now)
+            if max(other_ms, request_ms) > 0:
+                # Throttled: answered without data (Kafka's getThrottledResponse, no fetch session).
+                _release_fetch_regions(body)
+                parts = None
+                body = _FETCH_RESPONSE(error_code=0, session_id=0, responses=[])
+        elif mutation_quota is not None and api_key in STRICT_SINCE_VERSION:
+            other_ms = mutation_quota.throttle_time()
+            other = (mutation, mutation_quota.sensors)
+
+        throttle_ms = max(request_ms, other_ms)
+        if throttle_ms > 0:
+            if other is not None and other_ms > request_ms:
+                other[0].record_throttle(other[1], other_ms, now)
+            elif request_sensors is not None:
+                request_quota.record_throttle(request_sensors, request_ms, now)
+            if body is not None and "throttle_time_ms" in body._fields:
+                body.throttle_time_ms = max(body.throttle_time_ms or 0, throttle_ms)
+            conn.throttle(throttle_ms)
+        return self._respond(request, body, started, parts)
 
     def listener_refuses(self, conn: Connection, frame: memoryview) -> bool:
         control_plane = self.control_plane_listener
@@ -140,3 +267,22 @@ class KafkaApis:
             if not (_SOFTWARE_NAME.match(name or "") and _SOFTWARE_NAME.match(version or "")):
                 return api_versions_body(error_code=ErrorCode.INVALID_REQUEST)
         return api_versions_body()
+
+
+def _release_fetch_regions(body: Struct) -> None:
+    """Let go of the segment file regions a fetch response would have sent (it is not sent)."""
+    for topic in body.responses or ():
+        for partition in topic.partitions or ():
+            records = partition.records
+            if isinstance(records, FileRegions):
+                for region in records:
+                    if type(region) is FileRegion:
+                        region.release()
+
+
+def _response_size(parts: Parts) -> int:
+    """Bytes of an encoded response after its size prefix."""
+    size = -4
+    for part in parts:
+        size += part.length if isinstance(part, FileRegion) else len(part)
+    return size
