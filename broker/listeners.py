@@ -10,8 +10,10 @@ from config.registry import BrokerConfig, ConfigError
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^:\[\]]*):(\d+)$")
 
-# Security protocol ids as on the wire (UpdateMetadata endpoints); we serve PLAINTEXT only.
+# Security protocol ids as on the wire (UpdateMetadata endpoints, Kafka's SecurityProtocol.id).
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 @dataclass(frozen=True)
@@ -26,33 +28,58 @@ class Endpoint:
         # Kafka advertises the canonical host name for a wildcard listener.
         return self.host or socket.getfqdn()
 
+    @property
+    def security_protocol_id(self) -> int:
+        return SECURITY_PROTOCOLS[self.security_protocol]
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in TLS_PROTOCOLS
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in SASL_PROTOCOLS
+
     def __str__(self) -> str:
         return f"{self.name}://{self.host}:{self.port}"
 
 
 def parse_listeners(key: str, value: str, protocol_map: dict[str, str] | None = None) -> list[Endpoint]:
-    """Parse a listeners / advertised.listeners value; errors name the key."""
+    """Parse a listeners / advertised.listeners value; errors name the key and use Kafka's wording
+    (CoreUtils.listenerListToEndPoints). Without ``protocol_map``, Kafka's default map applies."""
+    pmap = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
     out: list[Endpoint] = []
-    seen: set[str] = set()
+
+    def error(reason: str) -> ConfigError:
+        return ConfigError(key, value, f"Error creating broker listeners from '{value}': {reason}")
+
     for raw in (v.strip() for v in value.split(",")):
         if not raw:
             continue
         m = _LISTENER.match(raw)
         if not m:
-            raise ConfigError(key, value, f"'{raw}' is not of the form NAME://host:port")
+            raise error(f"Unable to parse {raw} to a broker endpoint")
         name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
         if not 0 <= port <= 65535:
-            raise ConfigError(key, value, f"port {port} out of range")
-        if name in seen:
-            raise ConfigError(key, value, f"listener name {name} appears twice")
-        seen.add(name)
-        proto = (protocol_map or {}).get(name, name if name in SECURITY_PROTOCOLS else "")
-        if proto != "PLAINTEXT":
-            raise ConfigError(key, value, f"listener {name} uses security protocol {proto or 'unknown'}; "
-                              "only PLAINTEXT is supported (map it in listener.security.protocol.map)")
+            raise error(f"port {port} out of range")
+        proto = pmap.get(name)
+        if proto is None:
+            raise error(f"No security protocol defined for listener {name}")
         out.append(Endpoint(name, host, port, proto))
     if not out:
         raise ConfigError(key, value, "no listener given")
+    if len({e.name for e in out}) != len(out):
+        raise error(f"Each listener must have a different name, listeners: {value}")
+    if key == "listeners":
+        # Port 0 (an ephemeral port each) may repeat; otherwise two listeners on one port must be one
+        # IPv4 and one IPv6 address (Kafka's rule).
+        ports = [e.port for e in out if e.port != 0]
+        for port in {p for p in ports if ports.count(p) > 1}:
+            hosts = [e.host for e in out if e.port == port]
+            families = {":" in h for h in hosts}
+            if len(hosts) != 2 or "" in hosts or len(families) != 2:
+                raise error("Each listener must have a different port unless exactly one listener has an IPv4 "
+                            f"address and the other IPv6 address, listeners: {value}, port: {port}")
     return out
 
 
@@ -62,7 +89,11 @@ def parse_protocol_map(value: str) -> dict[str, str]:
         if ":" not in item:
             raise ConfigError("listener.security.protocol.map", value, f"'{item}' is not NAME:PROTOCOL")
         k, v = item.split(":", 1)
-        out[k.strip().upper()] = v.strip().upper()
+        protocol = v.strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError("listener.security.protocol.map", value,
+                              f"Invalid security protocol `{v.strip()}` defined in listener.security.protocol.map")
+        out[k.strip().upper()] = protocol
     return out
 
 
@@ -96,6 +127,13 @@ def inter_broker_and_control_plane(config: BrokerConfig, listeners: list[Endpoin
                           "advertised.listeners listener names must be equal to or a subset of the ones defined in "
                           f"listeners. Found {valid}. The valid options based on the current configuration are "
                           f"{','.join(sorted(listener_names))}")
+    ib_protocol = protocol_map.get(inter_broker, inter_broker)
+    if ib_protocol in SASL_PROTOCOLS:
+        mechanism = config.get("sasl.mechanism.inter.broker.protocol")
+        if mechanism not in config.listener_get(inter_broker, "sasl.enabled.mechanisms"):
+            raise ConfigError("sasl.mechanism.inter.broker.protocol", mechanism,
+                              "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                              "when SASL is used for inter-broker communication")
     cp_name = config.get("control.plane.listener.name")
     if cp_name is None:
         return inter_broker, None
