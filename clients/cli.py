@@ -21,6 +21,7 @@ _ACTION_WORDS = {
     "consumer-groups": {"list", "describe", "delete", "reset-offsets", "delete-offsets"},
     "configs": {"describe", "alter"},
     "reassign-partitions": {"generate", "execute", "verify", "cancel"},
+    "acls": {"add", "remove", "list"},
 }
 
 
@@ -32,6 +33,7 @@ def _broker_start(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from clients import (
+        cmd_acls,
         cmd_admin,
         cmd_configs,
         cmd_console,
@@ -57,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_topics.register(sub)
     cmd_groups.register(sub)
     cmd_configs.register(sub)
+    cmd_acls.register(sub)
     cmd_console.register(sub)
     cmd_dumplog.register(sub)
     cmd_admin.register(sub)
