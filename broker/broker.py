@@ -29,6 +29,7 @@ from broker.log_validator import RECORD_SCANNER
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.request_queue import CONTROL_PLANE_QUEUE, RequestPermits
+from broker.security.sasl_server import BrokerSasl
 from broker.wiring import BrokerComponents, build_components, stop_components
 from config.registry import BrokerConfig, ConfigError, LogConfig
 from controller import zk_data as zd
@@ -61,6 +62,8 @@ class Broker:
         self.apis = KafkaApis(self.control_plane_listener)
         self.stats = ConnectionStats()
         self.connections: set[Connection] = set()
+        # SASL on SASL_PLAINTEXT/SASL_SSL listeners: mechanisms and JAAS are checked here (start-up fails).
+        self.sasl = BrokerSasl(lambda: self.config, self.listeners)
         self.connection_quotas = ConnectionQuotas(limits_from(config.get), self.inter_broker_listener,
                                                   [e.name for e in self.listeners])
         # Requests read but not answered: Kafka's data-plane queue, and the control plane's own.
@@ -146,6 +149,7 @@ class Broker:
         self.config_changes = ConfigChangeListener(self.zk, self.zk_call, self.broker_id, asyncio.get_running_loop(),
                                                    self)
         await self.config_changes.start()
+        await self.sasl.start(self.zk, self.zk_call, self.config_changes)  # SCRAM credentials from ZooKeeper
         from broker.quota import start_client_quotas
 
         await start_client_quotas(self.apis, cfg.get, self.zk, self.zk_call, self.config_changes)
@@ -303,6 +307,7 @@ class Broker:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
                 conn = Connection(sock, self.apis.handle_frame, max_request_bytes=max_bytes, listener=listener,
                                   stats=self.stats, permits=permits, peer=(ip, addr[1]))
+                self.sasl.attach(conn)  # SASL listeners: authentication before any other request
             except OSError:
                 quotas.dec(listener, ip)  # reset before we got to it
                 sock.close()

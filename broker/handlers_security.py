@@ -1,7 +1,9 @@
 """Security-related APIs as a ZooKeeper-mode Kafka broker with PLAINTEXT listeners answers them.
 
-- SASL: our listeners are PLAINTEXT, so a SaslHandshake or SaslAuthenticate is out of place there:
-  ILLEGAL_SASL_STATE, as Kafka answers on a non-SASL listener.
+- SASL: authentication happens before a request reaches these handlers (broker/security/sasl_server.py
+  answers SaslHandshake and SaslAuthenticate on SASL listeners until the client is authenticated).
+  What arrives here is out of place: on a non-SASL listener, or after authentication without a
+  re-authentication to begin. Kafka's KafkaApis answers ILLEGAL_SASL_STATE to both.
 - ACLs: Describe/Create/DeleteAcls are served by broker/handlers_acls.py.
 - Client quotas and SCRAM credentials are stored where Kafka stores them in ZooKeeper mode, as
   entity configs (``/config/users/<user>``, ``/config/users/<user>/clients/<client>``,
@@ -12,12 +14,11 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
+import logging
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from protocol import scram
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
@@ -33,8 +34,8 @@ DEFAULT = "<default>"
 QUOTA_KEYS = {"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"}
 IP_QUOTA_KEYS = {"connection_creation_rate"}
 ENTITY_TYPES = ("user", "client-id", "ip")
-SCRAM_MECHANISMS = {1: ("SCRAM-SHA-256", hashlib.sha256), 2: ("SCRAM-SHA-512", hashlib.sha512)}
-SCRAM_MIN_ITERATIONS, SCRAM_MAX_ITERATIONS = 4096, 16384
+# AlterUserScramCredentials names mechanisms by their wire type (Kafka's ScramMechanism; 0 is UNKNOWN).
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 _SH = response_type(ApiKey.SASL_HANDSHAKE)
@@ -43,6 +44,8 @@ _DQ = response_type(ApiKey.DESCRIBE_CLIENT_QUOTAS)
 _AQ = response_type(ApiKey.ALTER_CLIENT_QUOTAS)
 _DS = response_type(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 _AS = response_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+
+log = logging.getLogger(__name__)
 
 
 def sanitize(name: str) -> str:
@@ -55,16 +58,12 @@ def desanitize(name: str) -> str:
 
 
 def scram_credential(mechanism: int, salt: bytes, salted_password: bytes, iterations: int) -> str:
-    """The stored form of a SCRAM credential (RFC 5802 keys), as Kafka's ScramCredentialUtils writes it."""
-    _name, digest = SCRAM_MECHANISMS[mechanism]
-    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
-    stored_key = digest(client_key).digest()
-    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
-
-    def b64(b: bytes) -> str:
-        return base64.b64encode(b).decode("ascii")
-
-    return f"salt={b64(salt)},stored_key={b64(stored_key)},server_key={b64(server_key)},iterations={iterations}"
+    """The stored form of a SCRAM credential from what AlterUserScramCredentials carries (the client
+    salted the password; the broker derives the keys), as Kafka's ScramCredentialUtils writes it."""
+    name = SCRAM_MECHANISMS[mechanism]
+    key_of_client = scram.client_key(name, salted_password)
+    return scram.ScramCredential(salt, scram.stored_key(name, key_of_client), scram.server_key(name, salted_password),
+                                 iterations).format()
 
 
 def _quota_path(entity: dict[str, str | None]) -> tuple[str, str]:
@@ -97,7 +96,7 @@ class SecurityHandlers:
 
     async def sasl_authenticate(self, conn: Connection, req: Request) -> Any:
         return _SA(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
-                   error_message="SASL is not enabled on this listener")
+                   error_message="SaslAuthenticate request received after successful authentication")
 
     # -- client quotas ---------------------------------------------------------------------------------
 
@@ -187,85 +186,115 @@ class SecurityHandlers:
                 _AQ.EntityData(entity_type=d.entity_type, entity_name=d.entity_name) for d in e.entity]))
         return _AQ(entries=results)
 
-    # -- SCRAM credentials -------------------------------------------------------------------------------
+    # -- SCRAM credentials (Kafka's ZkAdminManager.describe/alterUserScramCredentials) ------------------
 
     async def describe_user_scram_credentials(self, conn: Connection, req: Request) -> Any:
         b = req.body
-        if b.users is None or not b.users:
-            raw = await self.zk_call(self.zk.get_all_entities_with_config, "users")
-            users = [desanitize(u) for u in raw if u != DEFAULT]
-            explicit = False
-        else:
-            users = [u.name for u in b.users]
-            explicit = True
-            if len(set(users)) != len(users):
-                dup = next(u for u in users if users.count(u) > 1)
-                return _DS(error_code=0, results=[_DS.DescribeUserScramCredentialsResult(
-                    user=u, error_code=ErrorCode.DUPLICATE_RESOURCE, error_message=f"Cannot describe user {dup} twice",
-                    credential_infos=[]) for u in sorted(set(users))])
-        results = []
-        for user in users:
-            cfg = await self.zk_call(self.zk.get_entity_config, "users", sanitize(user))
+        results: dict[str, Any] = {}
+
+        def add(user: str, cfg: dict[str, str], explicit: bool) -> None:
             infos = []
-            for mech, (mname, _d) in SCRAM_MECHANISMS.items():
-                stored = cfg.get(mname)
-                if stored:
-                    fields = dict(kv.split("=", 1) for kv in stored.split(",") if "=" in kv)
-                    infos.append(_DS.CredentialInfo(mechanism=mech, iterations=int(fields.get("iterations", "0"))))
+            try:
+                for mech, name in SCRAM_MECHANISMS.items():
+                    stored = cfg.get(name)
+                    if stored is not None:
+                        infos.append(_DS.CredentialInfo(mechanism=mech,
+                                                        iterations=scram.ScramCredential.parse(stored).iterations))
+            except scram.ScramError as e:
+                log.error("Error processing describe user SCRAM credential configs: %s", e)
+                results[user] = _DS.DescribeUserScramCredentialsResult(
+                    user=user, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e), credential_infos=[])
+                return
             if infos:
-                results.append(_DS.DescribeUserScramCredentialsResult(user=user, error_code=0, credential_infos=infos))
+                results[user] = _DS.DescribeUserScramCredentialsResult(user=user, error_code=0, credential_infos=infos)
             elif explicit:
-                results.append(_DS.DescribeUserScramCredentialsResult(
+                results[user] = _DS.DescribeUserScramCredentialsResult(
                     user=user, error_code=ErrorCode.RESOURCE_NOT_FOUND,
                     error_message=f"Attempt to describe a user credential that does not exist: {user}",
-                    credential_infos=[]))
-        return _DS(error_code=0, results=results)
+                    credential_infos=[])
+
+        if not b.users:
+            raw = await self.zk_call(self.zk.get_all_entities_with_config, "users")
+            configs = await self.zk_call(self.zk.get_entity_configs, "users", raw)
+            for name, cfg in configs.items():
+                add(desanitize(name), cfg, explicit=False)
+            return _DS(error_code=0, results=[results[u] for u in sorted(results)])
+        users = [u.name for u in b.users]
+        for user in users:
+            if user in results:
+                continue
+            if not user:
+                results[user] = _DS.DescribeUserScramCredentialsResult(
+                    user=user, error_code=ErrorCode.RESOURCE_NOT_FOUND, error_message="Username must not be empty",
+                    credential_infos=[])
+            elif users.count(user) > 1:
+                results[user] = _DS.DescribeUserScramCredentialsResult(
+                    user=user, error_code=ErrorCode.DUPLICATE_RESOURCE,
+                    error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: "
+                                  f"{user}", credential_infos=[])
+            else:
+                add(user, await self.zk_call(self.zk.get_entity_config, "users", sanitize(user)), explicit=True)
+        return _DS(error_code=0, results=[results[u] for u in dict.fromkeys(users)])
 
     async def alter_user_scram_credentials(self, conn: Connection, req: Request) -> Any:
+        """Validated as Kafka validates them (empty user, unknown mechanism, iterations out of range,
+        a user/mechanism pair twice, deleting what does not exist: the user's whole set of changes is
+        refused), then written to ``/config/users/<user>`` with a change notification, so every broker's
+        SCRAM credential cache picks the change up."""
         b = req.body
-        changes: dict[str, list[tuple[str, int, Any]]] = {}
-        errors: dict[str, tuple[ErrorCode, str]] = {}
-        seen: set[tuple[str, int]] = set()
+        results: list[Any] = []
+        illegal: dict[str, str] = {}
         for d in b.deletions:
-            changes.setdefault(d.name, []).append(("delete", d.mechanism, d))
+            if not d.name:
+                illegal[d.name] = "Username must not be empty"
+            elif d.mechanism not in SCRAM_MECHANISMS:
+                illegal[d.name] = "Unknown SCRAM mechanism"
         for u in b.upsertions:
-            changes.setdefault(u.name, []).append(("upsert", u.mechanism, u))
-        for user, ops in changes.items():
-            for kind, mech, op in ops:
-                if not user:
-                    errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
-                elif mech not in SCRAM_MECHANISMS:
-                    errors[user] = (ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {mech}")
-                elif (user, mech) in seen:
-                    errors[user] = (ErrorCode.DUPLICATE_RESOURCE,
-                                    f"A user credential cannot be altered twice in the same request: {user}")
-                elif kind == "upsert" and not SCRAM_MIN_ITERATIONS <= op.iterations <= SCRAM_MAX_ITERATIONS:
-                    errors[user] = (ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                                    f"Iterations must be between {SCRAM_MIN_ITERATIONS} and {SCRAM_MAX_ITERATIONS}")
-                seen.add((user, mech))
-        results = []
-        for user, ops in changes.items():
-            if user in errors:
-                refused_code, refused_msg = errors[user]
-                results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=refused_code,
-                                                                   error_message=refused_msg))
-                continue
-            cfg = dict(await self.zk_call(self.zk.get_entity_config, "users", sanitize(user)))
-            code, msg = ErrorCode.NONE, None
-            for kind, mech, op in ops:
-                mname = SCRAM_MECHANISMS[mech][0]
-                if kind == "delete":
-                    if mname not in cfg:
-                        code, msg = ErrorCode.RESOURCE_NOT_FOUND, \
-                            f"Attempt to delete a user credential that does not exist: {user}"
-                    cfg.pop(mname, None)
-                else:
-                    cfg[mname] = scram_credential(mech, op.salt, op.salted_password, op.iterations)
-            if code == ErrorCode.NONE:
-                await self.zk_call(self.zk.set_or_create_entity_config, "users", sanitize(user), cfg)
-            results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=msg))
-        return _AS(results=results)
+            if not u.name:
+                illegal[u.name] = "Username must not be empty"
+            elif u.mechanism not in SCRAM_MECHANISMS:
+                illegal[u.name] = "Unknown SCRAM mechanism"
+            elif u.iterations < scram.MIN_ITERATIONS:
+                illegal[u.name] = "Too few iterations"
+            elif u.iterations > scram.MAX_ITERATIONS:
+                illegal[u.name] = "Too many iterations"
+        for user, message in illegal.items():
+            code = ErrorCode.UNSUPPORTED_SASL_MECHANISM if message == "Unknown SCRAM mechanism" \
+                else ErrorCode.UNACCEPTABLE_CREDENTIAL
+            results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message))
 
+        pairs = [(op.name, op.mechanism) for op in (*b.upsertions, *b.deletions) if op.name not in illegal]
+        duplicated = {user for user, mech in pairs if pairs.count((user, mech)) > 1}
+        for user in dict.fromkeys(u for u, _m in pairs if u in duplicated):
+            results.append(_AS.AlterUserScramCredentialsResult(
+                user=user, error_code=ErrorCode.DUPLICATE_RESOURCE,
+                error_message="A user credential cannot be altered twice in the same request"))
+        users = list(dict.fromkeys(u for u, _m in pairs if u not in duplicated))
+        configs = {u: dict(await self.zk_call(self.zk.get_entity_config, "users", sanitize(u))) for u in users}
+        missing = list(dict.fromkeys(d.name for d in b.deletions
+                                     if d.name in configs and SCRAM_MECHANISMS[d.mechanism] not in configs[d.name]))
+        for user in missing:
+            results.append(_AS.AlterUserScramCredentialsResult(
+                user=user, error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                error_message="Attempt to delete a user credential that does not exist"))
+        for user in (u for u in users if u not in missing):
+            cfg = configs[user]
+            for d in b.deletions:
+                if d.name == user:
+                    cfg.pop(SCRAM_MECHANISMS[d.mechanism], None)
+            for u in b.upsertions:
+                if u.name == user:
+                    cfg[SCRAM_MECHANISMS[u.mechanism]] = scram_credential(u.mechanism, u.salt, u.salted_password,
+                                                                          u.iterations)
+            try:
+                await self.zk_call(self.zk.set_or_create_entity_config, "users", sanitize(user), cfg)
+            except Exception as e:
+                log.info("Error encountered while altering user SCRAM credentials: %s", e)
+                results.append(_AS.AlterUserScramCredentialsResult(
+                    user=user, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)))
+                continue
+            results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=ErrorCode.NONE, error_message=None))
+        return _AS(results=results)
 
     def register(self, apis: KafkaApis) -> None:
         apis.register(ApiKey.SASL_HANDSHAKE, self.sasl_handshake)

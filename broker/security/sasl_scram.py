@@ -1,0 +1,100 @@
+"""SASL/SCRAM-SHA-256 and SCRAM-SHA-512 on the broker (RFC 5802, RFC 7677; Kafka's ScramSaslServer).
+
+Two rounds: client-first -> server-first (nonce, salt, iterations of the stored credential);
+client-final (proof) -> server-final (server signature). Credentials come from the broker's cache of
+ZooKeeper's ``/config/users`` (``broker/security/scram_credentials.py``), looked up when the client's
+first message names the user, so a credential changed a moment ago is the one that counts.
+
+Failures are Kafka's SaslException (``SaslFailed``): the client learns only that the credentials were
+invalid, never whether the user exists. The one exception is an authorization id other than the user
+name, which Kafka reports to the client as it is. Delegation tokens (``tokenauth=true``) do not exist
+in kafkette: such a client is refused like an unknown user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.security.sasl_mechanism import SaslAuthenticationFailed, SaslFailed
+from protocol import scram
+
+MECHANISMS = tuple(scram.MECHANISMS)  # SCRAM-SHA-256, SCRAM-SHA-512
+CredentialLookup = Callable[[str, str], scram.ScramCredential | None]  # (mechanism, user) -> credential
+
+
+class ScramSaslServer:
+    def __init__(self, mechanism: str, credentials: CredentialLookup) -> None:
+        if mechanism not in scram.MECHANISMS:
+            raise ValueError(f"Requested mechanism '{mechanism}' is not supported. Supported mechanisms are "
+                             f"'{set(MECHANISMS)}'.")
+        self.mechanism = mechanism
+        self._credentials = credentials
+        self._state = "client-first"
+        self._first: scram.ClientFirstMessage | None = None
+        self._server_first: scram.ServerFirstMessage | None = None
+        self._credential: scram.ScramCredential | None = None
+        self._authorization_id: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self._state == "complete"
+
+    @property
+    def authorization_id(self) -> str:
+        if not self.complete or self._authorization_id is None:
+            raise RuntimeError("Authentication exchange has not completed")
+        return self._authorization_id
+
+    def evaluate(self, token: bytes) -> bytes | None:
+        try:
+            if self._state == "client-first":
+                return self._client_first(token)
+            if self._state == "client-final":
+                return self._client_final(token)
+            raise SaslFailed(f"Unexpected challenge in Sasl server state {self._state}")
+        except (SaslFailed, SaslAuthenticationFailed):
+            self._fail()
+            raise
+        except (scram.ScramError, UnicodeDecodeError) as e:
+            self._fail()
+            raise SaslFailed(str(e)) from None
+
+    def _fail(self) -> None:
+        self._state = "failed"
+        self._credential = self._first = self._server_first = None
+
+    def _client_first(self, token: bytes) -> bytes:
+        first = scram.ClientFirstMessage.decode(token)
+        if any(key == "tokenauth" and value.lower() == "true" for key, value in first.extensions):
+            raise SaslFailed(f"Token Authentication failed: Invalid tokenId : {first.username}")
+        credential = self._credentials(self.mechanism, first.username)
+        if credential is None:
+            raise SaslFailed("Authentication failed: Invalid user credentials")
+        if first.authorization_id and first.authorization_id != first.username:
+            raise SaslAuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        if credential.iterations < scram.MIN_ITERATIONS:
+            raise SaslFailed(f"Iterations {credential.iterations} is less than the minimum {scram.MIN_ITERATIONS} "
+                             f"for {self.mechanism}")
+        self._first, self._credential = first, credential
+        self._server_first = scram.ServerFirstMessage(first.nonce + scram.new_nonce(), credential.salt,
+                                                      credential.iterations)
+        self._authorization_id = first.username
+        self._state = "client-final"
+        return self._server_first.encode()
+
+    def _client_final(self, token: bytes) -> bytes:
+        first, server_first, credential = self._first, self._server_first, self._credential
+        assert first is not None and server_first is not None and credential is not None
+        final = scram.ClientFinalMessage.decode(token)
+        # Kafka checks that the nonce ends with ours and does not look at the channel binding attribute
+        # (no channel binding is offered); both are kept as Kafka has them.
+        if not final.nonce.endswith(server_first.nonce):
+            raise SaslFailed("Invalid client nonce in the final client message.")
+        message = scram.auth_message(first, server_first, final)
+        if not scram.verify_client_proof(self.mechanism, credential.stored_key, message, final.proof):
+            raise SaslFailed("Invalid client credentials")
+        signature = scram.server_signature(self.mechanism, credential.server_key, message)
+        self._credential = self._first = self._server_first = None
+        self._state = "complete"
+        return scram.ServerFinalMessage(signature).encode()
