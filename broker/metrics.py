@@ -94,6 +94,7 @@ class MetricsSource(Protocol):
 # Request latency bucket bounds, milliseconds.
 LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 BROKER_STATE_RUNNING = 3  # Kafka's BrokerState.RUNNING
+INT64_MAX = (1 << 63) - 1  # a TokenBucket without a quota measures Long.MAX_VALUE
 
 
 def request_name(api_key: int) -> str:
@@ -311,7 +312,46 @@ class BrokerCollector:
 
         # Consumer groups this broker coordinates (kafka_exporter's names)
         out += self._group_metrics(partitions)
+        out += self._quota_metrics()
         return out
+
+    def _quota_metrics(self) -> list[Metric]:
+        """Client quota sensors (Kafka's MBeans ``kafka.server:type=<Produce|Fetch|Request|ControllerMutation>,
+        user=..,client-id=..``), named as the JMX exporter's Kafka rules name them: ``kafka_server_quota_<attribute>``
+        with ``resource`` the MBean type. As JMX leaves out empty tags, a client-id quota's samples have no
+        ``user`` label and a user quota's no ``clientId``. Sensors exist once a quota of their type is set."""
+        byte_rate = _labelled("kafka_server_quota_byte_rate", "Bytes per second a client produced or fetched "
+                              "(byte-rate), over the quota window.", "gauge")
+        throttle = _labelled("kafka_server_quota_throttle_time", "Average throttle time in ms given to a client "
+                             "(throttle-time).", "gauge")
+        request_time = _labelled("kafka_server_quota_request_time", "Event-loop time a client's requests took, in "
+                                 "percent (request-time).", "gauge")
+        tokens = _labelled("kafka_server_quota_tokens", "Tokens left in a client's controller mutation bucket "
+                           "(tokens).", "gauge")
+        mutation_rate = _labelled("kafka_server_quota_mutation_rate", "Partitions a client created or deleted per "
+                                  "second (mutation-rate).", "gauge")
+        quotas = self.broker.apis.quotas
+        if quotas is not None:
+            for manager in quotas.managers:
+                now = manager.clock()
+                resource = manager.quota_type
+                for (user, client_id), sensors in list(manager.sensors.items()):
+                    labels = {"resource": resource}
+                    if user:
+                        labels["user"] = user
+                    if client_id:
+                        labels["clientId"] = client_id
+                    measured = sensors.rate.measure(now)
+                    if resource == "Request":
+                        request_time.add_sample("kafka_server_quota_request_time", labels, measured)
+                    elif sensors.bucket is not None:
+                        mutation_rate.add_sample("kafka_server_quota_mutation_rate", labels, measured)
+                        left = sensors.bucket.measure(sensors.bound, now) if sensors.bound is not None else INT64_MAX
+                        tokens.add_sample("kafka_server_quota_tokens", labels, left)
+                    else:
+                        byte_rate.add_sample("kafka_server_quota_byte_rate", labels, measured)
+                    throttle.add_sample("kafka_server_quota_throttle_time", labels, sensors.throttle_time.measure(now))
+        return [byte_rate, throttle, request_time, tokens, mutation_rate]
 
     def _connection_limit_metrics(self) -> list[Metric]:
         """Connections opened, closed and refused, and the bound on requests in flight (SocketServer,
