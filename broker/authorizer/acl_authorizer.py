@@ -135,6 +135,8 @@ class AclAuthorizer:
         self.zk_call = zk_call
         self._lock = asyncio.Lock()  # one ACL update (or notification) at a time, as Kafka's lock
         self._changes: AclChangeListener | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reloads: set[asyncio.Task[None]] = set()
 
     @classmethod
     def from_config(cls, config: BrokerConfig, store: ZkAclStore | None = None,
@@ -148,19 +150,57 @@ class AclAuthorizer:
         """Create the ZooKeeper layout, watch change notifications, then load every ACL (listening
         first: a change made while loading is not missed, at worst read twice)."""
         assert self.store is not None and self.zk_call is not None
+        self._loop = loop
         await self.zk_call(self.store.create_acl_paths)
         self._changes = AclChangeListener(self.store, self.zk_call, loop, self._process_change)
         await self._changes.start()
-        loaded = await self.zk_call(self.store.load_all)
-        async with self._lock:
-            for pattern, versioned in loaded.items():
-                self.cache.update(pattern, versioned)
-        log.info("ACL authorizer started with %d ACLs on %d resource patterns", self.cache.acl_count, len(loaded))
+        await self._reload_all()
+        # A new ZooKeeper session has lost our watches, and notifications may have expired meanwhile:
+        # then everything is read again (Kafka's listener re-processes after a new session too).
+        self.store.zk.add_state_listener(self._on_zk_state)
+        log.info("ACL authorizer started with %d ACLs on %d resource patterns", self.cache.acl_count,
+                 len(self.cache.patterns()))
 
     async def close(self) -> None:
+        if self.store is not None:
+            self.store.zk.remove_state_listener(self._on_zk_state)
+        for task in list(self._reloads):
+            task.cancel()
         if self._changes is not None:
             await self._changes.stop()
             self._changes = None
+
+    async def _reload_all(self) -> None:
+        assert self.store is not None and self.zk_call is not None
+        async with self._lock:  # no ACL update interleaves with the reload
+            loaded = await self.zk_call(self.store.load_all)
+            for pattern in self.cache.patterns():
+                if pattern not in loaded:
+                    self.cache.update(pattern, NO_ACLS)
+            for pattern, versioned in loaded.items():
+                self.cache.update(pattern, versioned)
+
+    def _on_zk_state(self, state: str) -> None:
+        # kazoo's thread: hand over to the loop.
+        loop = self._loop
+        if state == "new_session" and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._after_new_session)
+
+    def _after_new_session(self) -> None:
+        if self._changes is not None:
+            self._changes.wake()
+
+        async def reload() -> None:
+            try:
+                await self._reload_all()
+                log.info("reloaded %d ACLs after a new ZooKeeper session", self.cache.acl_count)
+            except Exception:
+                log.exception("reloading ACLs after a new ZooKeeper session failed")
+
+        task = asyncio.ensure_future(reload())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
 
     # -- decisions -------------------------------------------------------------------------------------
 
@@ -434,6 +474,10 @@ class AclChangeListener:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+
+    def wake(self) -> None:
+        """Look at the notification znodes again (re-arming the watches)."""
+        self._wake.set()
 
     def _watch(self, _event: Any) -> None:
         if not self.loop.is_closed():

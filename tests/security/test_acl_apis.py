@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -156,6 +157,29 @@ def test_second_broker_follows_changes(cluster: LocalCluster,
     wait_for(lambda: keys(a0.describe_acls(ANY_ACL)[0]) == keys([more]), "broker 0 to see the deletion through 1")
 
 
+def test_concurrent_changes_through_both_brokers_lose_nothing(cluster: LocalCluster, zk: KazooClient,
+                                                              admins: tuple[KafkaAdminClient, KafkaAdminClient]) -> None:
+    """Both brokers add entries to one znode at once: conditional writes (znode version) make the
+    loser of each race re-read and retry, so every entry survives."""
+    def create(i: int) -> int:
+        b = cluster.brokers[i % 2]
+        conn = BrokerConnection(b.host, b.port, client_id=f"racer-{i}", timeout=30.0)
+        try:
+            (r,) = conn.call(ApiKey.CREATE_ACLS, 3, creations=[_CA.AclCreation(
+                resource_type=2, resource_name="contended", resource_pattern_type=3, principal=f"User:u{i}",
+                host="*", operation=3, permission_type=3)]).results
+            return int(r.error_code)
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(16) as pool:
+        assert list(pool.map(create, range(16))) == [0] * 16
+    stored = json.loads(zk.get("/kafka-acl/Topic/contended")[0])["acls"]
+    assert sorted(a["principal"] for a in stored) == sorted(f"User:u{i}" for i in range(16))
+    for a in admins:
+        wait_for(lambda a=a: len(a.describe_acls(ANY_ACL)[0]) == 16, "both brokers to hold all 16 entries")
+
+
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_every_advertised_version(cluster: LocalCluster, version: int) -> None:
     creation = _CA.AclCreation(resource_type=3, resource_name=f"g{version}", resource_pattern_type=4,
@@ -252,3 +276,35 @@ def test_acl_apis_need_cluster_permissions(cluster: LocalCluster, zk: KazooClien
     finally:
         _write_cluster_acls(zk, [])
     wait_for(lambda: call(cluster, ApiKey.DESCRIBE_ACLS, 3, **describe).resources == [], "the cluster ACLs to go")
+
+
+@pytest.mark.slow
+def test_broker_catches_up_after_its_zookeeper_session_expired(cluster_factory: Callable[..., LocalCluster]) -> None:
+    """A broker whose session expired (paused past the session timeout) gets its ACLs right again on
+    the new session: watches re-armed, changes made meanwhile applied (it also reloads every ACL, in
+    case notifications expired while it was away), later changes followed."""
+    c = cluster_factory(2, overrides={**AUTHORIZER, "zookeeper.session.timeout.ms": "6000"})
+    a0, a1 = admin(c, 0), admin(c, 1)
+    try:
+        before = acl("User:zed", ACLOperation.READ, ACLPermissionType.ALLOW, ResourceType.TOPIC, "before")
+        assert not a0.create_acls([before])["failed"]
+        wait_for(lambda: keys(a1.describe_acls(ANY_ACL)[0]) == keys([before]), "broker 1 to see the first ACL")
+        a1.close()
+        c.brokers[1].pause()
+        try:
+            during = acl("User:zed", ACLOperation.WRITE, ACLPermissionType.ALLOW, ResourceType.GROUP, "during")
+            assert not a0.create_acls([during])["failed"]
+            a0.delete_acls([ACLFilter(None, None, ACLOperation.READ, ACLPermissionType.ANY, ResourcePatternFilter(
+                ResourceType.TOPIC, "before", ACLResourcePatternType.LITERAL))])
+            time.sleep(9)  # outlive the 6 s session: the point of this test is an expired session
+        finally:
+            c.brokers[1].resume()
+        a1 = admin(c, 1)
+        wait_for(lambda: keys(a1.describe_acls(ANY_ACL)[0]) == keys([during]), "broker 1 to catch up", 60)
+        after = acl("User:zed", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW, ResourceType.GROUP, "during")
+        assert not a0.create_acls([after])["failed"]
+        wait_for(lambda: keys(a1.describe_acls(ANY_ACL)[0]) == keys([during, after]),
+                 "broker 1 to follow notifications on its new session")
+    finally:
+        a0.close()
+        a1.close()
