@@ -296,7 +296,14 @@ def test_broker_catches_up_after_its_zookeeper_session_expired(cluster_factory: 
             assert not a0.create_acls([during])["failed"]
             a0.delete_acls([ACLFilter(None, None, ACLOperation.READ, ACLPermissionType.ANY, ResourcePatternFilter(
                 ResourceType.TOPIC, "before", ACLResourcePatternType.LITERAL))])
-            time.sleep(9)  # outlive the 6 s session: the point of this test is an expired session
+            # Its session expires: its ephemeral registration goes away.
+            watcher = KazooClient(c.zk.connect_string + c.chroot)
+            watcher.start()
+            try:
+                wait_for(lambda: watcher.exists("/brokers/ids/1") is None, "broker 1's session to expire", 30)
+            finally:
+                watcher.stop()
+                watcher.close()
         finally:
             c.brokers[1].resume()
         a1 = admin(c, 1)
