@@ -30,6 +30,8 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.request_queue import CONTROL_PLANE_QUEUE, RequestPermits
 from broker.security.sasl_server import BrokerSasl
+from broker.security.tls_connection import TlsConnection
+from broker.security.tls_listener import ListenerTls
 from broker.wiring import BrokerComponents, build_components, stop_components
 from config.registry import BrokerConfig, ConfigError, LogConfig
 from controller import zk_data as zd
@@ -37,6 +39,10 @@ from controller.zk_client import KafkaZkClient
 from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+# Longest a TLS handshake may take (capped by connections.max.idle.ms). Kafka has no such setting; its
+# idle sweep closes a connection stuck in the handshake after connections.max.idle.ms (10 minutes).
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class Broker:
@@ -81,6 +87,12 @@ class Broker:
         self.started_at = time.time()
         self.components = BrokerComponents()  # built in startup() by build_components
         self.config_changes: ConfigChangeListener | None = None  # from startup()
+        # SSL / SASL_SSL listeners: their current server context (rotated by dynamic config updates).
+        self.listener_tls: dict[str, ListenerTls] = {}
+        # The dynamic broker config as stored in ZooKeeper (cluster default, this broker), so that an
+        # AlterConfigs can be validated against the config it would produce.
+        self._dynamic_default: dict[str, str] = {}
+        self._dynamic_broker: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------------------
     # Configuration views
@@ -237,11 +249,35 @@ class Broker:
         except ConfigError as e:
             log.error("ignoring invalid dynamic broker config in ZooKeeper: %s", e)
             return
+        self._dynamic_default, self._dynamic_broker = dict(default or {}), dict(mine or {})
+        self._reconfigure_tls()
         if self.replica_manager is not None:
             self.replica_manager.config = self.config
             for topic in {t for t, _ in self.replica_manager.partitions}:
                 self.replica_manager.on_topic_config_change(topic)
         await self._reconfigure_connection_quotas()
+
+    def validate_dynamic_update(self, entity: str, configs: dict[str, str]) -> None:
+        """Check that a dynamic config update (AlterConfigs for ``entity``: this broker's id or
+        "<default>") can be applied here: the TLS listeners must be able to load their new keystores
+        and truststores. Raises ConfigError (Kafka: DynamicBrokerConfig.validate)."""
+        if entity == "<default>":
+            candidate = self.config.with_dynamic(dynamic_default=configs, dynamic_broker=self._dynamic_broker)
+        elif entity == str(self.broker_id):
+            candidate = self.config.with_dynamic(dynamic_default=self._dynamic_default, dynamic_broker=configs)
+        else:
+            return
+        for listener_tls in self.listener_tls.values():
+            listener_tls.validate_reconfiguration(candidate)
+
+    def _reconfigure_tls(self) -> None:
+        """Certificate rotation: a TLS listener whose ssl.* values (or keystore files) changed gets a new
+        context for its next connections. A change that fails Kafka's checks leaves the old one."""
+        for listener_tls in self.listener_tls.values():
+            try:
+                listener_tls.reconfigure(self.config)
+            except ConfigError as e:
+                log.error("listener %s keeps its current SSL context: %s", listener_tls.listener, e)
 
     async def _reconfigure_connection_quotas(self) -> None:
         """max.connections, max.connections.per.ip(.overrides) apply to the next connections at once."""
@@ -258,7 +294,16 @@ class Broker:
                      limits.max_connections, limits.per_ip, dict(limits.per_ip_overrides) or "none")
             self.connection_quotas.reconfigure(limits)
 
+    def _build_listener_tls(self) -> None:
+        """One server SSL context per SSL / SASL_SSL listener, from its listener.name.<l>.ssl.* configs;
+        a listener without a usable keystore stops the start-up with Kafka's message."""
+        for e in self.listeners:
+            if e.uses_tls:
+                self.listener_tls[e.name] = ListenerTls.build(self.config, e.name,
+                                                              inter_broker=e.name == self.inter_broker_listener)
+
     async def _start_listeners(self) -> None:
+        self._build_listener_tls()
         # Kafka's default backlog (50) is too short for a burst of reconnecting clients on one event loop.
         backlog = max(512, self.config.get("socket.listen.backlog.size"))
         for e in self.listeners:
@@ -273,12 +318,28 @@ class Broker:
             sock.setblocking(False)
             self._servers.append(sock)
             self.bound[e.name] = sock.getsockname()[:2]
-            self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, e.name)))
+            self._tasks.append(asyncio.ensure_future(self._accept_loop(sock, e)))
         self._tasks.append(asyncio.ensure_future(self._expire_idle_connections()))
 
-    async def _accept_loop(self, server: socket.socket, listener: str) -> None:
-        assert self.loop is not None
+    def _new_connection(self, sock: socket.socket, endpoint: Endpoint, peer: tuple[str, int],
+                        permits: RequestPermits) -> Connection:
+        """A plain or TLS connection for ``endpoint`` (SASL is attached to it afterwards)."""
+        listener = endpoint.name
         max_bytes = self.config.get("socket.request.max.bytes")
+        listener_tls = self.listener_tls.get(listener)
+        if listener_tls is None:
+            return Connection(sock, self.apis.handle_frame, max_request_bytes=max_bytes, listener=listener,
+                              stats=self.stats, permits=permits, peer=peer)
+        # A client that connects and never completes the handshake is dropped well before the idle sweep.
+        handshake_timeout_s = min(_TLS_HANDSHAKE_TIMEOUT_S, self.config.get("connections.max.idle.ms") / 1000.0)
+        return TlsConnection(sock, self.apis.handle_frame, tls=listener_tls,
+                             security_protocol=endpoint.security_protocol, handshake_timeout_s=handshake_timeout_s,
+                             max_request_bytes=max_bytes, listener=listener, stats=self.stats, permits=permits,
+                             peer=peer)
+
+    async def _accept_loop(self, server: socket.socket, endpoint: Endpoint) -> None:
+        assert self.loop is not None
+        listener = endpoint.name
         rcvbuf = self.config.get("socket.receive.buffer.bytes")
         sndbuf = self.config.get("socket.send.buffer.bytes")
         quotas = self.connection_quotas
@@ -305,8 +366,7 @@ class Broker:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
                 if sndbuf > 0:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-                conn = Connection(sock, self.apis.handle_frame, max_request_bytes=max_bytes, listener=listener,
-                                  stats=self.stats, permits=permits, peer=(ip, addr[1]))
+                conn = self._new_connection(sock, endpoint, (ip, addr[1]), permits)
                 self.sasl.attach(conn)  # SASL listeners: authentication before any other request
             except OSError:
                 quotas.dec(listener, ip)  # reset before we got to it

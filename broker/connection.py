@@ -8,6 +8,11 @@ Responses are written with the socket's fd directly: byte chunks with ``send`` a
 with ``os.sendfile``, waiting for writability on EAGAIN. asyncio's own ``loop.sendfile`` may fall back
 to read+write in Python (uvloop's transports do), which would defeat zero copy.
 
+TLS listeners use ``broker.security.tls_connection.TlsConnection``, a subclass that replaces the
+transport primitives (receive, send bytes, send a file region) and runs the handshake in
+``establish()``; the plain path below is unchanged by it (the receive primitive is a bound method
+chosen once per connection).
+
 Memory per connection is bounded and grows only on demand: an idle connection holds a small read
 buffer; a request gets a buffer of exactly its size once a permit for it is granted (``RequestPermits``,
 queued.max.requests / queued.max.request.bytes), and that buffer is dropped with the response. Idle
@@ -84,6 +89,9 @@ class Connection:
                 peer = ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.client_host = peer[0]
+        # The receive primitive, (sock, buffer) -> bytes received (0 at EOF): the loop's own for a
+        # plain socket; TLS connections put theirs here.
+        self._recv_into: Callable[[socket.socket, memoryview], Awaitable[int]] = self.loop.sock_recv_into
         self._buf = bytearray(_READ_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0  # first unread byte in _buf
@@ -120,7 +128,7 @@ class Connection:
             self._buf[:n] = self._buf[self._start:self._end]
             self._start, self._end = 0, n
         try:
-            n = await self.loop.sock_recv_into(self.sock, self._view[self._end:])
+            n = await self._recv_into(self.sock, self._view[self._end:])
         except (ConnectionError, OSError) as e:
             raise ConnectionClosed(str(e)) from None
         if n == 0:
@@ -165,7 +173,7 @@ class Connection:
         while got < size:
             # Large frames are read straight into their own buffer, not through ours.
             try:
-                n = await self.loop.sock_recv_into(self.sock, fview[got:])
+                n = await self._recv_into(self.sock, fview[got:])
             except (ConnectionError, OSError) as e:
                 raise ConnectionClosed(f"{e} after {got} of {size} bytes of a request", mid_request=True) from None
             if n == 0:
@@ -247,9 +255,14 @@ class Connection:
 
     # -- the loop -----------------------------------------------------------------------------------
 
+    async def establish(self) -> None:
+        """Before the first request: nothing on a plain connection (TLS: the handshake, and the
+        principal from the client certificate). Raises CloseConnection to drop the connection."""
+
     async def serve(self) -> None:
         self._task = asyncio.current_task()
         try:
+            await self.establish()
             while True:
                 if self.muted_until:
                     # Throttled: the response went out carrying throttle_time_ms; the next request
@@ -324,12 +337,9 @@ class Connection:
     def _peer_readable(self) -> None:
         """Readable while a request is being handled: the client's next request (stop watching, it
         is read in turn), or EOF / an error (the client is gone: drop its pending request)."""
-        try:
-            gone = self.sock.recv(1, socket.MSG_PEEK) == b""
-        except BlockingIOError:
+        gone = self._peer_gone()
+        if gone is None:
             return
-        except OSError:
-            gone = True
         self._unwatch_peer()
         if not gone:
             return
@@ -339,6 +349,15 @@ class Connection:
             # Handlers that change state (groups, transactions, topics, controller requests) run to
             # their end, as in Kafka, whose answer simply goes nowhere; only the permit comes back now.
             self._release_permit()
+
+    def _peer_gone(self) -> bool | None:
+        """Whether the readable socket means EOF or an error (True) or data (False); None: spurious."""
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return None
+        except OSError:
+            return True
 
     def _release_permit(self) -> None:
         if self._permit is not None:
@@ -367,7 +386,7 @@ class ConnectionStats:
     """Broker-wide counters, shared by every connection (read by broker/metrics.py)."""
 
     __slots__ = ("bytes_in", "bytes_out", "sendfile_bytes", "requests", "busy_s", "closed_request_too_large",
-                 "closed_invalid_request")
+                 "closed_invalid_request", "successful_authentication", "failed_authentication", "tls_file_bytes")
 
     def __init__(self) -> None:
         self.bytes_in = 0
@@ -377,3 +396,8 @@ class ConnectionStats:
         self.busy_s = 0.0
         self.closed_request_too_large = 0  # socket.request.max.bytes
         self.closed_invalid_request = 0  # undecodable requests, unsupported versions
+        # Kafka's successful-authentication-total / failed-authentication-total: TLS handshakes on SSL
+        # listeners, SASL exchanges on SASL listeners.
+        self.successful_authentication = 0
+        self.failed_authentication = 0
+        self.tls_file_bytes = 0  # fetch bytes read from segments and encrypted (no sendfile on TLS)

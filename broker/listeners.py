@@ -6,7 +6,7 @@ import re
 import socket
 from dataclasses import dataclass
 
-from config.registry import BrokerConfig, ConfigError
+from config.registry import LISTENER_PREFIX, REGISTRY, BrokerConfig, ConfigError
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:]+\]|[^:\[\]]*):(\d+)$")
 
@@ -151,3 +151,19 @@ def inter_broker_and_control_plane(config: BrokerConfig, listeners: list[Endpoin
                           "control.plane.listener.name, when defined, should have a different value from the inter "
                           f"broker listener name. Currently they both have the value {control_plane}")
     return inter_broker, control_plane
+
+
+def listener_config_name(key: str) -> str | None:
+    """The config a ``listener.name.<listener>.[<mechanism>.]<config>`` key overrides, if it is one
+    (e.g. ``listener.name.ssl.ssl.keystore.location`` -> ``ssl.keystore.location``), else None."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    _listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    if not rest:
+        return None
+    defn = REGISTRY.get(rest)
+    if defn is not None and defn.broker:
+        return rest
+    _mechanism, _, name = rest.partition(".")
+    defn = REGISTRY.get(name)
+    return name if defn is not None and defn.broker else None
