@@ -23,12 +23,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.client_config import parse_bootstrap
+from clients.client_config import client_security, parse_bootstrap
 from clients.connection import (
     BrokerConnection,
     ConnectionFailed,
     KafkaWireError,
-    UsageError,
     WireError,
     check,
 )
@@ -91,9 +90,7 @@ class WireClient:
     def __init__(self, bootstrap: str, *, config: dict[str, str] | None = None, client_id: str | None = None,
                  timeout: float | None = None) -> None:
         self.config = dict(config or {})
-        proto = self.config.get("security.protocol", "PLAINTEXT").upper()
-        if proto != "PLAINTEXT":
-            raise UsageError(f"security.protocol={proto} is not supported by this client (PLAINTEXT only)")
+        self.security = client_security(self.config)  # security.protocol, ssl.*, sasl.*
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id or self.config.get("client.id", "kafkette-cli")
         self.timeout = timeout if timeout is not None else int(self.config.get("request.timeout.ms", "30000")) / 1000
@@ -130,7 +127,7 @@ class WireClient:
             time.sleep(wait)
         try:
             conn = BrokerConnection(host, port, client_id=self.client_id, timeout=self.timeout, node_id=node_id,
-                                    connect_timeout=self.connect_timeout)
+                                    connect_timeout=self.connect_timeout, security=self.security)
         except ConnectionFailed:
             backoff = min(self.reconnect_backoff * 2 ** failures, self.reconnect_backoff_max)
             self._failures[key] = (failures + 1, time.monotonic() + backoff * (0.8 + 0.4 * random.random()))

@@ -22,6 +22,8 @@ _ACTION_WORDS = {
     "configs": {"describe", "alter"},
     "reassign-partitions": {"generate", "execute", "verify", "cancel"},
     "acls": {"add", "remove", "list"},
+    "scram": {"describe", "alter"},
+    "client-quotas": {"describe", "alter"},
 }
 
 
@@ -40,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_dumplog,
         cmd_groups,
         cmd_perf,
+        cmd_quotas,
+        cmd_scram,
         cmd_topics,
     )
 
@@ -64,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_dumplog.register(sub)
     cmd_admin.register(sub)
     cmd_perf.register(sub)
+    cmd_scram.register(sub)
+    cmd_quotas.register(sub)
     return p
 
 

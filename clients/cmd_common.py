@@ -17,11 +17,17 @@ __all__ = ["UsageError"]
 
 
 def add_connection_args(p: argparse.ArgumentParser, *, config_flag: str = "--command-config") -> None:
+    """--bootstrap-server and the client properties file: ``config_flag`` is the name Kafka's tool uses
+    (``--producer.config``, ``--admin.config``, ...); ``--command-config`` is accepted by every command."""
     g = p.add_argument_group("connection")
     g.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", default=None,
                    help="brokers to bootstrap from (default: $KAFKETTE_BOOTSTRAP_SERVER or localhost:9092)")
-    g.add_argument(config_flag, dest="command_config", metavar="FILE",
-                   help="client properties file (client.id, request.timeout.ms, security.protocol)")
+    flags = [config_flag] if config_flag == "--command-config" else [config_flag, "--command-config"]
+    g.add_argument(*flags, dest="command_config", metavar="FILE",
+                   help="client properties file, Kafka's names: client.id, request.timeout.ms, security.protocol "
+                        "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), ssl.truststore.*, ssl.keystore.*, "
+                        "ssl.endpoint.identification.algorithm, sasl.mechanism (PLAIN, SCRAM-SHA-256, "
+                        "SCRAM-SHA-512), sasl.jaas.config")
 
 
 def add_output_arg(p: argparse.ArgumentParser) -> None:
