@@ -15,6 +15,11 @@ even the remembered epoch.
 
 When ``control.plane.listener.name`` is set, these three requests are served only on that listener
 (see ``KafkaApis.listener_refuses``).
+
+With an authorizer, all five controller APIs (these three, ControlledShutdown and AlterPartition) need
+CLUSTER_ACTION on the cluster, checked before anything else as Kafka checks it; a refused request is
+answered with the API's error form (CLUSTER_AUTHORIZATION_FAILED, on every partition where the
+response has partitions) and changes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer.api import AclOperation
+from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
@@ -48,6 +55,17 @@ _UM = response_type(ApiKey.UPDATE_METADATA)
 _SR = response_type(ApiKey.STOP_REPLICA)
 _CS = response_type(ApiKey.CONTROLLED_SHUTDOWN)
 _AP = response_type(ApiKey.ALTER_PARTITION)
+_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _leader_and_isr_error(body: Any, err: ErrorCode) -> Any:
+    """Kafka's LeaderAndIsrRequest.getErrorResponse: the error for every partition too (v7, the one
+    version served)."""
+    return _LAI(error_code=err, topics=[
+        _LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=[
+            _LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=err)
+            for ps in ts.partition_states])
+        for ts in body.topic_states])
 
 
 class ControllerRequestState:
@@ -114,34 +132,46 @@ class ControllerRequestState:
             return None
 
 
+def _stop_replica_error(body: Any, err: ErrorCode) -> Any:
+    """Kafka's StopReplicaRequest.getErrorResponse: the error for every partition too (v4, the one
+    version served)."""
+    return _SR(error_code=err, partition_errors=[
+        _SR.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index, error_code=err)
+        for t in body.topic_states for p in t.partition_states])
+
+
 class ControllerApis:
     """LeaderAndIsr, UpdateMetadata and StopReplica (fenced, then applied by the replica manager and
     the metadata cache), and ControlledShutdown / AlterPartition (answered by the active controller)."""
 
     def __init__(self, state: ControllerRequestState, replica_manager: ReplicaManager, metadata: MetadataCache,
-                 metadata_waiters: Purgatory, controller: Callable[[], KafkaController | None]) -> None:
+                 metadata_waiters: Purgatory, controller: Callable[[], KafkaController | None],
+                 auth: RequestAuthorizer = ALLOW_ALL) -> None:
         self.state = state
+        self.auth = auth
         self.rm = replica_manager
         self.metadata = metadata
         self.metadata_waiters = metadata_waiters
         self.controller = controller
 
+    def _refused(self, conn: Connection, req: Request) -> bool:
+        return not self.auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION)
+
     async def leader_and_isr(self, conn: Connection, req: Request) -> Any:
         b, state = req.body, self.state
+        if self._refused(conn, req):
+            return _leader_and_isr_error(b, _DENIED)
         async with state.lock:
             err = await state.check("LeaderAndIsr", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
-                # Kafka's LeaderAndIsrRequest.getErrorResponse: the error for every partition too.
-                return _LAI(error_code=err, topics=[
-                    _LAI.LeaderAndIsrTopicError(topic_id=ts.topic_id, partition_errors=[
-                        _LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index, error_code=err)
-                        for ps in ts.partition_states])
-                    for ts in b.topic_states])
+                return _leader_and_isr_error(b, err)
             state.accept(b.controller_id, b.controller_epoch)
             return await self.rm.become_leader_or_follower(b)
 
     async def update_metadata(self, conn: Connection, req: Request) -> Any:
         b, state = req.body, self.state
+        if self._refused(conn, req):
+            return _UM(error_code=_DENIED)
         async with state.lock:
             err = await state.check("UpdateMetadata", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
@@ -153,6 +183,8 @@ class ControllerApis:
 
     async def stop_replica(self, conn: Connection, req: Request) -> Any:
         b, state = req.body, self.state
+        if self._refused(conn, req):
+            return _stop_replica_error(b, _DENIED)
         async with state.lock:
             err = await state.check("StopReplica", b.controller_id, b.controller_epoch, b.broker_epoch)
             if err:
@@ -161,12 +193,16 @@ class ControllerApis:
             return await self.rm.stop_replicas(b)
 
     async def controlled_shutdown(self, conn: Connection, req: Request) -> Any:
+        if self._refused(conn, req):
+            return _CS(error_code=_DENIED, remaining_partitions=[])
         ctrl = self.controller()
         if ctrl is None or not ctrl.is_active:
             return _CS(error_code=ErrorCode.NOT_CONTROLLER)
         return await ctrl.handle_controlled_shutdown(req.body.broker_id, req.body.broker_epoch)
 
     async def alter_partition(self, conn: Connection, req: Request) -> Any:
+        if self._refused(conn, req):
+            return _AP(error_code=_DENIED, topics=[])
         ctrl = self.controller()
         if ctrl is None or not ctrl.is_active:
             return _AP(error_code=ErrorCode.NOT_CONTROLLER)
@@ -197,9 +233,13 @@ class ControllerServices:
         self.client: InterBrokerClient | None = None
 
     async def start(self) -> None:
+        from broker.security.inter_broker import inter_broker_security
+        from controller.channel import ControllerChannelManager
         from controller.controller import KafkaController
 
-        self.controller = KafkaController(self.zk, self.broker_id, asyncio.get_running_loop(),
+        channel = ControllerChannelManager(self.broker_id, asyncio.get_running_loop(), listener_name=self.listener_name,
+                                           security=inter_broker_security(self.config(), self.listener_name))
+        self.controller = KafkaController(self.zk, self.broker_id, asyncio.get_running_loop(), channel_manager=channel,
                                           config_getter=lambda name: self.config().get(name),
                                           listener_name=self.listener_name)
         await self.controller.start()
@@ -217,11 +257,13 @@ class ControllerServices:
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away before we go (controlled.shutdown.*)."""
+        from broker.security.inter_broker import inter_broker_security
         from controller.client import InterBrokerClient
 
         if self.client is None:
             self.client = InterBrokerClient(self.zk, self.broker_id, asyncio.get_running_loop(),
-                                            listener_name=self.listener_name)
+                                            listener_name=self.listener_name,
+                                            security=inter_broker_security(self.config(), self.listener_name))
             await self.client.start()
         config = self.config()
         await self.client.controlled_shutdown_until_done(

@@ -4,6 +4,21 @@ Topic changes go through ZooKeeper exactly as Kafka's ZooKeeper-mode admin path 
 writes the assignment (``/brokers/topics/<t>``) and configs (``/config/topics/<t>``), the controller
 picks the change up from its watch, elects leaders and tells every broker; the handler waits (until the
 request's timeout) for this broker's metadata cache to show the result.
+
+Authorization, as Kafka 3.9's KafkaApis (ZooKeeper mode):
+
+* Metadata: topics the caller may not DESCRIBE are left out of an all-topics answer and answered
+  TOPIC_AUTHORIZATION_FAILED when named (never UNKNOWN: their existence is not disclosed); creating a
+  missing topic automatically needs CREATE on the cluster or on the topic.
+* CreateTopics: CREATE on the cluster or on each topic; the created topic's configs (and partition
+  count, replication factor and id) are returned only with DESCRIBE_CONFIGS on it, else
+  ``topic_config_error_code`` says TOPIC_AUTHORIZATION_FAILED. DeleteTopics: DELETE on each topic (a
+  topic named by id the caller may not DESCRIBE is answered without its name). CreatePartitions: ALTER.
+* DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: DESCRIBE_CONFIGS / ALTER_CONFIGS on the
+  topic, or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED then).
+* DescribeLogDirs: DESCRIBE on the cluster. DescribeCluster needs nothing; it reports the caller's
+  cluster operations when asked (0 without DESCRIBE on the cluster).
+* DescribeTopicPartitions: as Metadata, with every returned topic's authorized operations.
 """
 
 from __future__ import annotations
@@ -12,9 +27,19 @@ import logging
 import os
 import re
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.authorizer.api import CLUSTER_NAME, AclOperation, ResourceType
+from broker.listeners import listener_config_name
 from broker.quota.mutation import record_controller_mutation
+from broker.request_authorization import (
+    ALLOW_ALL,
+    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+    OPERATIONS_OMITTED,
+    TOPIC_AUTHORIZATION_FAILED_MESSAGE,
+    RequestAuthorizer,
+)
 from config.registry import REGISTRY, ConfigError, LogConfig, format_value
 from controller import zk_data as zd
 from controller.assignment import (
@@ -51,8 +76,11 @@ MAX_TOPIC_NAME = 249
 MAX_PARTITIONS_PER_REQUEST = 10_000
 _TOO_LARGE = "Unable to perform excessively large batch operation."
 # DescribeConfigs resource types (Kafka's ConfigResource.Type ids).
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-_OPS_UNKNOWN = -2147483648  # "authorized operations not requested"
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
+_OPS_UNKNOWN = OPERATIONS_OMITTED  # "authorized operations not requested"
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_ZERO_UUID = uuid.UUID(int=0)
 
 _META = response_type(ApiKey.METADATA)
 _CT = response_type(ApiKey.CREATE_TOPICS)
@@ -92,13 +120,16 @@ class BrokerConfigSource(Protocol):
 
     async def reload_dynamic_broker_config(self) -> None: ...
 
+    def validate_dynamic_update(self, entity: str, configs: dict[str, str]) -> None: ...
+
 
 class AdminHandlers:
     """Metadata, topic and config administration, DescribeCluster and DescribeLogDirs."""
 
     def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, broker_id: int, metadata: MetadataCache,
                  config_source: BrokerConfigSource, metadata_waiters: Purgatory, log_manager: LogManager,
-                 replica_manager: ReplicaManager) -> None:
+                 replica_manager: ReplicaManager, auth: RequestAuthorizer = ALLOW_ALL) -> None:
+        self.auth = auth
         self.zk = zk
         self.zk_call = zk_call
         self.broker_id = broker_id
@@ -114,36 +145,74 @@ class AdminHandlers:
     async def metadata_request(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
         md = self.metadata
+        auth = self.auth
+        by_id: list[Any] = []  # the topic id a name was looked up by, else None
         if b.topics is None or (v == 0 and not b.topics):
-            names = sorted(md.topics)
+            names: list[str | None] = [n for n in sorted(md.topics)]  # noqa: C416 - typed as optional
+            by_id = [None] * len(names)
             requested = False
         else:
             names = []
             for t in b.topics:
                 name = t.name
+                looked_up = None
                 if name is None and v >= 10 and t.topic_id.int:
                     name = md.topics_by_id.get(t.topic_id)
+                    looked_up = t.topic_id
                 names.append(name)
+                by_id.append(looked_up)
             requested = True
         auto = v < 4 or b.allow_auto_topic_creation
+        auto_create = requested and auto and self.configs.config.get("auto.create.topics.enable")
+        hidden: set[str] = set()  # no DESCRIBE: not disclosed
+        not_creatable: set[str] = set()  # missing, and no CREATE to create it automatically
+        if auth.enabled:
+            wanted = [n for n in names if n is not None]
+            # Listing all topics does not log a denial per topic it leaves out (Kafka: logIfDenied).
+            visible = auth.filter_by_authorized(conn, req, AclOperation.DESCRIBE, TOPIC, wanted,
+                                                log_if_denied=requested)
+            hidden = set(wanted) - visible
+            missing = {n for n in visible if n not in md.topics}
+            if auto_create and missing and not auth.authorize_cluster(conn, req, AclOperation.CREATE,
+                                                                      log_if_denied=False):
+                not_creatable = missing - auth.filter_by_authorized(conn, req, AclOperation.CREATE, TOPIC, missing)
+        topic_ops = v >= 8 and b.include_topic_authorized_operations
         topics = []
-        for name in names:
+        for name, topic_id in zip(names, by_id, strict=True):
             if name is None:
                 topics.append(_META.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                          topic_authorized_operations=_OPS_UNKNOWN))
+                continue
+            if name in hidden:
+                if requested:
+                    # Named by id: the id is no secret, the name is.
+                    topics.append(_META.MetadataResponseTopic(
+                        error_code=_TOPIC_DENIED, name=None if topic_id is not None else name,
+                        topic_id=topic_id if topic_id is not None else _ZERO_UUID, is_internal=False,
+                        topic_authorized_operations=_OPS_UNKNOWN))
+                continue
+            if name in not_creatable:
+                topics.append(_META.MetadataResponseTopic(error_code=_TOPIC_DENIED, name=name,
+                                                          is_internal=name in INTERNAL_TOPICS,
                                                           topic_authorized_operations=_OPS_UNKNOWN))
                 continue
             info = md.topics.get(name)
             if info is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if requested and auto and self.configs.config.get("auto.create.topics.enable"):
+                if auto_create:
                     code = await self.auto_create(name)
-                topics.append(_META.MetadataResponseTopic(error_code=code, name=name,
-                                                          is_internal=name in INTERNAL_TOPICS,
-                                                          topic_authorized_operations=_OPS_UNKNOWN))
-                continue
-            topics.append(self._topic_metadata(info, conn.listener))
+                entry = _META.MetadataResponseTopic(error_code=code, name=name, is_internal=name in INTERNAL_TOPICS,
+                                                    topic_authorized_operations=_OPS_UNKNOWN)
+            else:
+                entry = self._topic_metadata(info, conn.listener)
+            if topic_ops:
+                entry.topic_authorized_operations = auth.authorized_operations(conn, req, TOPIC, name)
+            topics.append(entry)
+        cluster_ops = _OPS_UNKNOWN
+        if 8 <= v <= 10 and b.include_cluster_authorized_operations:
+            cluster_ops = auth.cluster_authorized_operations(conn, req)
         return _META(brokers=self._brokers(conn.listener), cluster_id=md.cluster_id,
-                     controller_id=md.controller_id, topics=topics, cluster_authorized_operations=_OPS_UNKNOWN)
+                     controller_id=md.controller_id, topics=topics, cluster_authorized_operations=cluster_ops)
 
     def _brokers(self, listener: str) -> list[Any]:
         out = []
@@ -250,6 +319,14 @@ class AdminHandlers:
         seen: dict[str, int] = {}
         for t in b.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
+        auth = self.auth
+        creatable: set[str] | None = None  # None: every topic (no authorizer)
+        describable: set[str] | None = None
+        if auth.enabled:
+            creatable = set(seen) if auth.authorize_cluster(conn, req, AclOperation.CREATE, log_if_denied=False) \
+                else auth.filter_by_authorized(conn, req, AclOperation.CREATE, TOPIC, seen)
+            describable = auth.filter_by_authorized(conn, req, AclOperation.DESCRIBE_CONFIGS, TOPIC, seen,
+                                                    log_if_denied=False)
         results = []
         waiting = []
         creating = 0  # partitions this request creates, so far
@@ -257,9 +334,15 @@ class AdminHandlers:
             r = _CT.CreatableTopicResult(name=t.name, error_code=0, num_partitions=-1, replication_factor=-1,
                                          configs=None)
             results.append(r)
+            shows_configs = describable is None or t.name in describable
+            if not shows_configs:
+                r.topic_config_error_code = _TOPIC_DENIED
             if seen[t.name] > 1:
                 r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Create topics request from client "\
                     f"contains a duplicate topic: {t.name}"
+                continue
+            if creatable is not None and t.name not in creatable:
+                r.error_code, r.error_message = _TOPIC_DENIED, "Authorization failed."
                 continue
             if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
                 r.error_code = ErrorCode.INVALID_REQUEST
@@ -277,7 +360,13 @@ class AdminHandlers:
             configs = {c.name: c.value for c in t.configs}
             code, msg = await self.create_topic(t.name, nparts, rf, assignment, configs, b.validate_only)
             r.error_code, r.error_message = code, msg
-            if code == ErrorCode.NONE:
+            if code != ErrorCode.NONE:
+                r.topic_config_error_code = ErrorCode.NONE
+            elif not shows_configs:
+                # Created, but without DESCRIBE_CONFIGS the caller learns nothing about it.
+                if not b.validate_only:
+                    waiting.append((r, t.name))
+            else:
                 r.num_partitions = len(assignment) if assignment else nparts
                 r.replication_factor = len(next(iter(assignment.values()))) if assignment else rf
                 if v >= 5:
@@ -291,7 +380,7 @@ class AdminHandlers:
                 if info is None or not self._topic_ready(n):
                     r.error_code = ErrorCode.REQUEST_TIMED_OUT
                     r.error_message = f"topic {n} was created but its leaders were not elected within timeout_ms"
-                else:
+                elif describable is None or n in describable:
                     r.topic_id = info.topic_id
         return _CT(topics=results)
 
@@ -321,7 +410,14 @@ class AdminHandlers:
         results = []
         pending = []
         enabled = self.configs.config.get("delete.topic.enable")
-        for name, tid in names:
+        auth = self.auth
+        describable = deletable = None
+        if auth.enabled and enabled:
+            named = [n for n, _ in names if n is not None]
+            describable = auth.filter_by_authorized(conn, req, AclOperation.DESCRIBE, TOPIC, named)
+            deletable = auth.filter_by_authorized(conn, req, AclOperation.DELETE, TOPIC, named)
+        for (name, tid), by_id in zip(names, ([t.name is None for t in b.topics] if v >= 6 else [False] * len(names)),
+                                      strict=True):
             r = _DT.DeletableTopicResult(name=name, error_code=0)
             results.append(r)
             if tid is not None:
@@ -331,6 +427,12 @@ class AdminHandlers:
                 continue
             if not enabled:
                 r.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+                continue
+            if describable is not None and by_id and name not in describable:
+                r.name, r.error_code = None, _TOPIC_DENIED  # the id is no secret, the name is
+                continue
+            if deletable is not None and name not in deletable:
+                r.error_code = _TOPIC_DENIED
                 continue
             if name in INTERNAL_TOPICS:
                 r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, "internal topics cannot be deleted"
@@ -360,9 +462,14 @@ class AdminHandlers:
         results = []
         pending = []
         creating = 0  # partitions this request creates, so far
+        alterable = self.auth.filter_by_authorized(conn, req, AclOperation.ALTER, TOPIC, (t.name for t in b.topics)) \
+            if self.auth.enabled else None
         for t in b.topics:
             r = _CP.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(r)
+            if alterable is not None and t.name not in alterable:
+                r.error_code, r.error_message = _TOPIC_DENIED, "The topic authorization is failed."
+                continue
             # An illegal name is no topic (and no valid ZooKeeper path either).
             current = None if topic_name_error(t.name) else await self.zk_call(
                 self.zk.get_topic_assignment, t.name)
@@ -457,6 +564,13 @@ class AdminHandlers:
                                           error_code=0, configs=[])
             results.append(r)
             names = list(res.configuration_keys) if res.configuration_keys is not None else None
+            refused = self._config_refused(conn, req, AclOperation.DESCRIBE_CONFIGS, res.resource_type,
+                                           res.resource_name)
+            if refused is not None:
+                r.error_code = refused
+                r.error_message = TOPIC_AUTHORIZATION_FAILED_MESSAGE if refused == _TOPIC_DENIED \
+                    else CLUSTER_AUTHORIZATION_FAILED_MESSAGE
+                continue
             if res.resource_type == RESOURCE_TOPIC:
                 if res.resource_name not in self.metadata.topics:
                     r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -474,6 +588,18 @@ class AdminHandlers:
                 r.error_code = ErrorCode.INVALID_REQUEST
                 r.error_message = f"unsupported resource type {res.resource_type}"
         return _DC(results=results)
+
+    def _config_refused(self, conn: Connection, req: Request, operation: AclOperation, resource_type: int,
+                        name: str) -> ErrorCode | None:
+        """The error for a config resource the caller may not ``operation``, None when it may."""
+        if not self.auth.enabled:
+            return None
+        if resource_type == RESOURCE_TOPIC:
+            return None if self.auth.authorize(conn, req, operation, TOPIC, name) else _TOPIC_DENIED
+        if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+            return None if self.auth.authorize(conn, req, operation, CLUSTER, CLUSTER_NAME) \
+                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return None  # refused as an unsupported resource type
 
     @staticmethod
     def _resource_name_error(resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
@@ -511,7 +637,7 @@ class AdminHandlers:
         if resource_type == RESOURCE_BROKER:
             entity = name or "<default>"
             for k in clean:
-                d = REGISTRY.get(k)
+                d = REGISTRY.get(listener_config_name(k) or k)  # listener.name.<l>.<config> overrides too
                 if d is None or not d.broker:
                     # Kafka refuses dynamic broker configs it does not know ("Unknown Dynamic Configuration").
                     return ErrorCode.INVALID_CONFIG, f"Unknown broker config: {k}"
@@ -520,6 +646,7 @@ class AdminHandlers:
                     self.configs.config.with_dynamic(dynamic_default=clean)
                 else:
                     self.configs.config.with_dynamic(dynamic_broker=clean)
+                self.configs.validate_dynamic_update(entity, clean)  # e.g. a new keystore that cannot be loaded
             except ConfigError as e:
                 return ErrorCode.INVALID_CONFIG, str(e)
             if not validate_only:
@@ -533,7 +660,11 @@ class AdminHandlers:
         out = []
         for res in b.resources:
             new = {c.name: c.value for c in res.configs}
-            code, msg = await self._apply_config(res.resource_type, res.resource_name, new, b.validate_only)
+            refused = self._config_refused(conn, req, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if refused is not None:
+                code, msg = refused, None
+            else:
+                code, msg = await self._apply_config(res.resource_type, res.resource_name, new, b.validate_only)
             out.append(_AC.AlterConfigsResourceResponse(error_code=code, error_message=msg,
                                                         resource_type=res.resource_type,
                                                         resource_name=res.resource_name))
@@ -543,7 +674,9 @@ class AdminHandlers:
         b = req.body
         out = []
         for res in b.resources:
-            bad_name = self._resource_name_error(res.resource_type, res.resource_name)
+            refused = self._config_refused(conn, req, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            bad_name = (refused, None) if refused is not None else \
+                self._resource_name_error(res.resource_type, res.resource_name)
             if bad_name:
                 out.append(_IAC.AlterConfigsResourceResponse(error_code=bad_name[0], error_message=bad_name[1],
                                                              resource_type=res.resource_type,
@@ -593,12 +726,16 @@ class AdminHandlers:
             ep = b.endpoints.get(conn.listener)
             if ep is not None:
                 brokers.append(_CLUSTER.DescribeClusterBroker(broker_id=bid, host=ep[0], port=ep[1], rack=b.rack))
+        ops = self.auth.cluster_authorized_operations(conn, req) if req.body.include_cluster_authorized_operations \
+            else _OPS_UNKNOWN
         return _CLUSTER(error_code=0, endpoint_type=1, cluster_id=self.metadata.cluster_id or "",
                         controller_id=self.metadata.controller_id, brokers=brokers,
-                        cluster_authorized_operations=_OPS_UNKNOWN)
+                        cluster_authorized_operations=ops)
 
     async def describe_log_dirs(self, conn: Connection, req: Request) -> Any:
         b = req.body
+        if not self.auth.authorize_cluster(conn, req, AclOperation.DESCRIBE):
+            return _LOGDIRS(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         lm = self.log_manager
         assert lm is not None
         wanted = None
@@ -635,7 +772,13 @@ class AdminHandlers:
     async def describe_topic_partitions(self, conn: Connection, req: Request) -> Any:
         b = req.body
         md = self.metadata
+        auth = self.auth
         names = sorted(t.name for t in b.topics) if b.topics else sorted(md.topics)
+        hidden: list[str] = []
+        if auth.enabled:
+            visible = auth.filter_by_authorized(conn, req, AclOperation.DESCRIBE, TOPIC, names)
+            hidden = [n for n in names if n not in visible]
+            names = [n for n in names if n in visible]
         start_topic, start_part = (b.cursor.topic_name, b.cursor.partition_index) if b.cursor else (None, 0)
         limit = max(b.response_partition_limit, 1)
         topics, count, next_cursor = [], 0, None
@@ -645,7 +788,8 @@ class AdminHandlers:
             info = md.topics.get(name)
             if info is None:
                 topics.append(_DTP.DescribeTopicPartitionsResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_authorized_operations=_OPS_UNKNOWN))
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                    topic_authorized_operations=auth.authorized_operations(conn, req, TOPIC, name)))
                 continue
             parts = []
             for pid in sorted(info.partitions):
@@ -663,9 +807,14 @@ class AdminHandlers:
                 count += 1
             topics.append(_DTP.DescribeTopicPartitionsResponseTopic(
                 error_code=0, name=name, topic_id=info.topic_id, is_internal=name in INTERNAL_TOPICS,
-                partitions=parts, topic_authorized_operations=_OPS_UNKNOWN))
+                partitions=parts, topic_authorized_operations=auth.authorized_operations(conn, req, TOPIC, name)))
             if next_cursor is not None:
                 break
+        if b.topics:  # named topics the caller may not DESCRIBE (left out of an all-topics answer)
+            topics.extend(_DTP.DescribeTopicPartitionsResponseTopic(
+                error_code=_TOPIC_DENIED, name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=[],
+                topic_authorized_operations=_OPS_UNKNOWN)
+                for name in hidden if start_topic is None or name >= start_topic)
         return _DTP(topics=topics, next_cursor=next_cursor)
 
     def register(self, apis: KafkaApis) -> None:

@@ -8,6 +8,10 @@ can be reached the client gets NOT_CONTROLLER (retriable: it refreshes metadata 
 
 Forwarding keeps one pooled connection to the controller (``controller.network_client``), so
 responses are matched by correlation id and the connection is not re-opened per request.
+
+Authorization happens on the broker the client reached, before any forwarding, as Kafka does:
+ElectLeaders and AlterPartitionReassignments need ALTER on the cluster, ListPartitionReassignments
+DESCRIBE; a refused request gets CLUSTER_AUTHORIZATION_FAILED (on every requested partition too).
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer.api import AclOperation
+from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from controller.network_client import ConnectionPool, ConnectionSettings, KafkaConnectionError
 from protocol.api_versions import ApiKey
+from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
@@ -37,8 +44,12 @@ FORWARD_TIMEOUT_S = 60.0
 
 
 def _not_controller(api_key: int, body: Any) -> Any:
-    code = ErrorCode.NOT_CONTROLLER
-    msg = "This broker is not the controller and the controller could not be reached."
+    return _refused(api_key, body, ErrorCode.NOT_CONTROLLER,
+                    "This broker is not the controller and the controller could not be reached.")
+
+
+def _refused(api_key: int, body: Any, code: ErrorCode, msg: str | None) -> Any:
+    """The request's error form: ``code`` at the top and on every partition it names."""
     if api_key == ApiKey.ELECT_LEADERS:
         tps = body.topic_partitions or []
         return _ELECT(error_code=code, replica_election_results=[
@@ -46,14 +57,24 @@ def _not_controller(api_key: int, body: Any) -> Any:
                 _ELECT.PartitionResult(partition_id=p, error_code=code, error_message=msg) for p in t.partitions])
             for t in tps])
     if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
-        return _ALTER(error_code=code, error_message=msg, responses=[])
-    return _LIST(error_code=code, error_message=msg, topics=[])
+        return _ALTER(error_code=code, error_message=msg, responses=[
+            _ALTER.ReassignableTopicResponse(name=t.name, partitions=[
+                _ALTER.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code,
+                                                     error_message=msg) for p in t.partitions])
+            for t in body.topics])
+    return _LIST(error_code=code, error_message=msg, topics=[
+        _LIST.OngoingTopicReassignment(name=t.name, partitions=[
+            _LIST.OngoingPartitionReassignment(partition_index=p, replicas=[], adding_replicas=[],
+                                               removing_replicas=[]) for p in t.partition_indexes])
+        for t in body.topics or ()])
 
 
 class ClusterHandlers:
     def __init__(self, broker_id: int, metadata: MetadataCache, inter_broker_listener: str,
-                 controller: Callable[[], KafkaController | None]) -> None:
+                 controller: Callable[[], KafkaController | None], auth: RequestAuthorizer = ALLOW_ALL,
+                 security: ConnectionSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
+        self.auth = auth
         self.metadata = metadata
         self.inter_broker_listener = inter_broker_listener
         self.controller = controller  # this broker's KafkaController, once started
@@ -61,7 +82,7 @@ class ClusterHandlers:
         # A reassignment or election may take the controller a while: several can be in flight.
         self.pool = ConnectionPool(ConnectionSettings(
             client_id=f"broker-{broker_id}-forward", request_timeout_s=FORWARD_TIMEOUT_S,
-            negotiate_versions=False, max_in_flight=5))
+            negotiate_versions=False, max_in_flight=5, security=security))
 
     def _active_controller(self) -> Any:
         ctrl = self.controller()
@@ -83,18 +104,24 @@ class ClusterHandlers:
             return _not_controller(hdr.api_key, req.body)
 
     async def elect_leaders(self, conn: Connection, req: Request) -> Any:
+        if not self.auth.authorize_cluster(conn, req, AclOperation.ALTER):
+            return _refused(ApiKey.ELECT_LEADERS, req.body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         ctrl = self._active_controller()
         if ctrl is None:
             return await self._forward(req)
         return await ctrl.handle_elect_leaders(req.body)
 
     async def alter_partition_reassignments(self, conn: Connection, req: Request) -> Any:
+        if not self.auth.authorize_cluster(conn, req, AclOperation.ALTER):
+            return _refused(ApiKey.ALTER_PARTITION_REASSIGNMENTS, req.body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         ctrl = self._active_controller()
         if ctrl is None:
             return await self._forward(req)
         return await ctrl.handle_alter_partition_reassignments(req.body)
 
     async def list_partition_reassignments(self, conn: Connection, req: Request) -> Any:
+        if not self.auth.authorize_cluster(conn, req, AclOperation.DESCRIBE):
+            return _refused(ApiKey.LIST_PARTITION_REASSIGNMENTS, req.body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         ctrl = self._active_controller()
         if ctrl is None:
             return await self._forward(req)

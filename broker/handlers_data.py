@@ -1,10 +1,29 @@
-"""Data-path APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
+"""Data-path APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
+
+Authorization, as Kafka 3.9's KafkaApis (each refused partition is answered with
+TOPIC_AUTHORIZATION_FAILED; the others are served as if the refused ones were not in the request):
+
+* Produce: transactional records need WRITE on the request's transactional id (no id at all fails the
+  whole request with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, with or without an authorizer); each
+  topic needs WRITE. Idempotent records need nothing more: IDEMPOTENT_WRITE is checked once, by
+  InitProducerId.
+* Fetch: a follower (replica id >= 0) needs CLUSTER_ACTION on the cluster, else every partition is
+  refused; a consumer needs READ on each topic.
+* ListOffsets: DESCRIBE on each topic. OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster (brokers),
+  else DESCRIBE on each topic (consumers validating their position, KIP-320). DeleteRecords: DELETE.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer.api import AclOperation, ResourceType
+from broker.connection import CloseConnection
+from broker.replica_manager import _has_transactional_batch
+from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import response_type
 
 if TYPE_CHECKING:
     from broker.connection import Connection
@@ -12,27 +31,146 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
     from protocol.messages import Request
 
+_PRODUCE = response_type(ApiKey.PRODUCE)
+_FETCH = response_type(ApiKey.FETCH)
+_LIST_OFFSETS = response_type(ApiKey.LIST_OFFSETS)
+_EPOCHS = response_type(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+_DELETE_RECORDS = response_type(ApiKey.DELETE_RECORDS)
+_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+READ, WRITE, DESCRIBE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DELETE
+TOPIC = ResourceType.TOPIC
+
+
+def _produce_refused(body: Any, code: ErrorCode) -> Any:
+    """Kafka's ProduceRequest.getErrorResponse: ``code`` for every partition of the request."""
+    return _PRODUCE(responses=[_PRODUCE.TopicProduceResponse(name=t.name, partition_responses=[
+        _PRODUCE.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                                          log_start_offset=-1)
+        for p in t.partition_data]) for t in body.topic_data])
+
 
 class DataApis:
     """The data-path APIs, served by the replica manager."""
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, auth: RequestAuthorizer = ALLOW_ALL) -> None:
         self.rm = replica_manager
+        self.auth = auth
 
     async def produce(self, conn: Connection, req: Request) -> Any:
-        return await self.rm.append_records(req.body, req.api_version)
+        b: Any = req.body
+        auth = self.auth
+        if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data) and (
+                b.transactional_id is None
+                or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id)):
+            if b.acks == 0:
+                raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
+            return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not auth.enabled:
+            return await self.rm.append_records(b, req.api_version)
+        allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
+        refused = [t for t in b.topic_data if t.name not in allowed]
+        if not refused:
+            return await self.rm.append_records(b, req.api_version)
+        b.topic_data = [t for t in b.topic_data if t.name in allowed]
+        resp = await self.rm.append_records(b, req.api_version)
+        if b.acks == 0:
+            # Kafka answers an acks=0 produce with an error by closing the connection (after
+            # appending what it could), so that the producer refreshes its metadata.
+            raise CloseConnection()
+        resp.responses.extend(_PRODUCE.TopicProduceResponse(name=t.name, partition_responses=[
+            _PRODUCE.PartitionProduceResponse(index=p.index, error_code=_DENIED, base_offset=-1,
+                                              log_append_time_ms=-1, log_start_offset=-1)
+            for p in t.partition_data]) for t in refused)
+        return resp
 
     async def fetch(self, conn: Connection, req: Request) -> Any:
-        return await self.rm.fetch_messages(req.body, req.api_version)
+        b: Any = req.body
+        v = req.api_version
+        auth = self.auth
+        if not auth.enabled:
+            return await self.rm.fetch_messages(b, v)
+        follower = (b.replica_id if v < 15 else b.replica_state.replica_id) >= 0
+        if follower:
+            if auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION):
+                return await self.rm.fetch_messages(b, v)
+            refused = list(b.topics)
+            b.topics = []
+        else:
+            names = self._fetch_topic_names(b, v)
+            # A topic id this broker does not know is answered UNKNOWN_TOPIC_ID by the replica manager.
+            allowed = auth.filter_by_authorized(conn, req, READ, TOPIC, (n for n in names if n is not None))
+            refused = [t for t, n in zip(b.topics, names, strict=True) if n is not None and n not in allowed]
+            if not refused:
+                return await self.rm.fetch_messages(b, v)
+            refused_ids = {id(t) for t in refused}
+            b.topics = [t for t in b.topics if id(t) not in refused_ids]
+        resp = await self.rm.fetch_messages(b, v)
+        for t in refused:
+            tr = _FETCH.FetchableTopicResponse(partitions=[
+                _FETCH.PartitionData(partition_index=p.partition, error_code=_DENIED, high_watermark=-1,
+                                     last_stable_offset=-1, log_start_offset=-1, records=b"")
+                for p in t.partitions])
+            if v >= 13:
+                tr.topic_id = t.topic_id
+            else:
+                tr.topic = t.topic
+            resp.responses.append(tr)
+        return resp
+
+    def _fetch_topic_names(self, body: Any, version: int) -> list[str | None]:
+        if version >= 13:
+            by_id = self.rm.metadata.topics_by_id
+            return [by_id.get(t.topic_id) for t in body.topics]
+        return [t.topic for t in body.topics]
 
     async def list_offsets(self, conn: Connection, req: Request) -> Any:
-        return self.rm.list_offsets(req.body, req.api_version)
+        b: Any = req.body
+        refused = self._refused_topics(conn, req, DESCRIBE, b.topics, lambda t: t.name)
+        if not refused:
+            return self.rm.list_offsets(b, req.api_version)
+        b.topics = [t for t in b.topics if all(t is not r for r in refused)]
+        resp = self.rm.list_offsets(b, req.api_version)
+        resp.topics.extend(_LIST_OFFSETS.ListOffsetsTopicResponse(name=t.name, partitions=[
+            _LIST_OFFSETS.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=_DENIED,
+                                                       timestamp=-1, offset=-1, leader_epoch=-1)
+            for p in t.partitions]) for t in refused)
+        return resp
 
     async def offsets_for_leader_epoch(self, conn: Connection, req: Request) -> Any:
-        return self.rm.offsets_for_leader_epoch(req.body, req.api_version)
+        b: Any = req.body
+        if not self.auth.enabled or self.auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION,
+                                                                log_if_denied=False):
+            return self.rm.offsets_for_leader_epoch(b, req.api_version)
+        refused = self._refused_topics(conn, req, DESCRIBE, b.topics, lambda t: t.topic)
+        if not refused:
+            return self.rm.offsets_for_leader_epoch(b, req.api_version)
+        b.topics = [t for t in b.topics if all(t is not r for r in refused)]
+        resp = self.rm.offsets_for_leader_epoch(b, req.api_version)
+        resp.topics.extend(_EPOCHS.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+            _EPOCHS.EpochEndOffset(partition=p.partition, error_code=_DENIED, leader_epoch=-1, end_offset=-1)
+            for p in t.partitions]) for t in refused)
+        return resp
 
     async def delete_records(self, conn: Connection, req: Request) -> Any:
-        return self.rm.delete_records(req.body, req.api_version)
+        b: Any = req.body
+        refused = self._refused_topics(conn, req, DELETE, b.topics, lambda t: t.name)
+        if not refused:
+            return self.rm.delete_records(b, req.api_version)
+        b.topics = [t for t in b.topics if all(t is not r for r in refused)]
+        resp = self.rm.delete_records(b, req.api_version)
+        resp.topics.extend(_DELETE_RECORDS.DeleteRecordsTopicResult(name=t.name, partitions=[
+            _DELETE_RECORDS.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                                         error_code=_DENIED)
+            for p in t.partitions]) for t in refused)
+        return resp
+
+    def _refused_topics(self, conn: Connection, req: Request, operation: AclOperation, topics: list[Any],
+                        name_of: Any) -> list[Any]:
+        """The request's topic entries the caller may not ``operation`` (none without an authorizer)."""
+        if not self.auth.enabled:
+            return []
+        allowed = self.auth.filter_by_authorized(conn, req, operation, TOPIC, (name_of(t) for t in topics))
+        return [t for t in topics if name_of(t) not in allowed]
 
     def register(self, apis: KafkaApis) -> None:
         apis.register(ApiKey.PRODUCE, self.produce)

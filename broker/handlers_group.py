@@ -9,6 +9,17 @@ when it stops leading one, they are unloaded.
 
 ``GroupApis`` translates the group APIs between the wire and the ``GroupCoordinator``: request
 bodies become calls with plain values, results become response bodies of the request's version.
+``AuthorizedGroupApis`` puts Kafka 3.9's authorization in front of it:
+
+* FindCoordinator: DESCRIBE on the group, or on the transactional id (per key).
+* JoinGroup, SyncGroup, Heartbeat, LeaveGroup: READ on the group (GROUP_AUTHORIZATION_FAILED).
+* OffsetCommit: READ on the group, then READ on each topic; TxnOffsetCommit: WRITE on the
+  transactional id first. OffsetDelete: DELETE on the group, READ on each topic. A refused topic's
+  partitions get TOPIC_AUTHORIZATION_FAILED and the others are committed (deleted) as usual.
+* OffsetFetch: DESCRIBE on each group; offsets of topics the caller may not DESCRIBE are refused
+  (named) or left out (all of a group's offsets).
+* DescribeGroups: DESCRIBE on each group, with the authorized operations when asked. ListGroups: all
+  groups with DESCRIBE on the cluster, else those the caller may DESCRIBE. DeleteGroups: DELETE.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer.api import AclOperation, ResourceType
 from broker.group_coordinator import INVALID_OFFSET, NO_GENERATION, GroupCoordinator, LogEntry
 from broker.group_membership import UNKNOWN_MEMBER_ID
 from broker.group_metadata import (
@@ -29,6 +41,7 @@ from broker.group_metadata import (
     SyncResult,
     TopicPartition,
 )
+from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_type
@@ -55,6 +68,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 _FC = response_type(ApiKey.FIND_COORDINATOR)
 
 
@@ -106,7 +120,9 @@ class GroupHandlers:
 
     def __init__(self, coordinator: GroupCoordinator, replica_manager: ReplicaManager, metadata: MetadataCache,
                  config: Callable[[], BrokerConfig], create_topic: CreateTopic,
-                 txn_coordinator: Callable[[], TransactionCoordinator | None]) -> None:
+                 txn_coordinator: Callable[[], TransactionCoordinator | None],
+                 auth: RequestAuthorizer = ALLOW_ALL) -> None:
+        self.auth = auth
         self.coordinator = coordinator
         self.rm = replica_manager
         self.metadata = metadata
@@ -170,7 +186,12 @@ class GroupHandlers:
         key_type = b.key_type if v >= 1 else KEY_TYPE_GROUP
         results = []
         for key in keys:
-            if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            if key_type == KEY_TYPE_GROUP and not self.auth.authorize(conn, req, AclOperation.DESCRIBE, GROUP, key):
+                code, node, host, port = ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
+            elif key_type == KEY_TYPE_TRANSACTION and not self.auth.authorize(conn, req, AclOperation.DESCRIBE,
+                                                                              ResourceType.TRANSACTIONAL_ID, key):
+                code, node, host, port = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
+            elif key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
                 code, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
             elif key_type == KEY_TYPE_TRANSACTION and not key:
                 code, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
@@ -486,8 +507,11 @@ async def start_group_coordinator(config: Callable[[], BrokerConfig], broker_id:
 
 
 def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
-    """FindCoordinator and the group APIs (translated by GroupApis) on KafkaApis."""
+    """FindCoordinator and the group APIs (authorized by AuthorizedGroupApis, translated by GroupApis)."""
+    from broker.group_authorization import AuthorizedGroupApis
+
     wire = GroupApis(h.coordinator)
+    authorized = AuthorizedGroupApis(wire, h.auth)
 
     def route(method: Any) -> Any:
         async def handler(conn: Connection, req: Request) -> Any:
@@ -495,14 +519,28 @@ def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
         return handler
 
     apis.register(ApiKey.FIND_COORDINATOR, h.find_coordinator)
-    apis.register(ApiKey.JOIN_GROUP, route(wire.handle_join_group))
-    apis.register(ApiKey.SYNC_GROUP, route(wire.handle_sync_group))
-    apis.register(ApiKey.HEARTBEAT, route(wire.handle_heartbeat))
-    apis.register(ApiKey.LEAVE_GROUP, route(wire.handle_leave_group))
-    apis.register(ApiKey.OFFSET_COMMIT, route(wire.handle_offset_commit))
-    apis.register(ApiKey.OFFSET_FETCH, route(wire.handle_offset_fetch))
-    apis.register(ApiKey.LIST_GROUPS, route(wire.handle_list_groups))
-    apis.register(ApiKey.DESCRIBE_GROUPS, route(wire.handle_describe_groups))
-    apis.register(ApiKey.DELETE_GROUPS, route(wire.handle_delete_groups))
-    apis.register(ApiKey.OFFSET_DELETE, route(wire.handle_offset_delete))
-    apis.register(ApiKey.TXN_OFFSET_COMMIT, route(wire.handle_txn_offset_commit))
+    # DescribeGroups always goes through the authorization layer: it reports authorized operations
+    # (every group operation when there is no authorizer, as Kafka).
+    apis.register(ApiKey.DESCRIBE_GROUPS, authorized.describe_groups)
+    if not h.auth.enabled:
+        apis.register(ApiKey.JOIN_GROUP, route(wire.handle_join_group))
+        apis.register(ApiKey.SYNC_GROUP, route(wire.handle_sync_group))
+        apis.register(ApiKey.HEARTBEAT, route(wire.handle_heartbeat))
+        apis.register(ApiKey.LEAVE_GROUP, route(wire.handle_leave_group))
+        apis.register(ApiKey.OFFSET_COMMIT, route(wire.handle_offset_commit))
+        apis.register(ApiKey.OFFSET_FETCH, route(wire.handle_offset_fetch))
+        apis.register(ApiKey.LIST_GROUPS, route(wire.handle_list_groups))
+        apis.register(ApiKey.DELETE_GROUPS, route(wire.handle_delete_groups))
+        apis.register(ApiKey.OFFSET_DELETE, route(wire.handle_offset_delete))
+        apis.register(ApiKey.TXN_OFFSET_COMMIT, route(wire.handle_txn_offset_commit))
+        return
+    apis.register(ApiKey.JOIN_GROUP, authorized.join_group)
+    apis.register(ApiKey.SYNC_GROUP, authorized.sync_group)
+    apis.register(ApiKey.HEARTBEAT, authorized.heartbeat)
+    apis.register(ApiKey.LEAVE_GROUP, authorized.leave_group)
+    apis.register(ApiKey.OFFSET_COMMIT, authorized.offset_commit)
+    apis.register(ApiKey.OFFSET_FETCH, authorized.offset_fetch)
+    apis.register(ApiKey.LIST_GROUPS, authorized.list_groups)
+    apis.register(ApiKey.DELETE_GROUPS, authorized.delete_groups)
+    apis.register(ApiKey.OFFSET_DELETE, authorized.offset_delete)
+    apis.register(ApiKey.TXN_OFFSET_COMMIT, authorized.txn_offset_commit)

@@ -6,6 +6,20 @@ to the partition side (``broker/txn_markers.py``); DescribeProducers reads the p
 partitions this broker leads. Like Kafka, clients of old versions get INVALID_PRODUCER_EPOCH where
 newer ones get PRODUCER_FENCED (InitProducerId below v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
 below v2). TxnOffsetCommit is served by the group coordinator (``broker/handlers_group.py``).
+
+Authorization, as Kafka 3.9's KafkaApis:
+
+* InitProducerId: WRITE on the transactional id; without one (an idempotent producer) IDEMPOTENT_WRITE
+  on the cluster, or WRITE on at least one topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
+* AddPartitionsToTxn below v4 (clients): WRITE on the transactional id, then WRITE on each topic;
+  internal topics are always refused there, with or without an authorizer, and any refused or unknown
+  partition fails the whole transaction's request (OPERATION_NOT_ATTEMPTED for the others). v4 and
+  above come from brokers: CLUSTER_ACTION on the cluster.
+* AddOffsetsToTxn: WRITE on the transactional id, then READ on the group. EndTxn: WRITE on the id.
+* WriteTxnMarkers: ALTER or CLUSTER_ACTION on the cluster.
+* DescribeProducers: READ on each topic. DescribeTransactions: DESCRIBE on each transactional id,
+  and only the partitions of topics the caller may DESCRIBE are listed. ListTransactions lists only
+  the transactional ids the caller may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -13,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer.api import AclOperation, ResourceType
+from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
@@ -36,7 +52,12 @@ _DP = response_type(ApiKey.DESCRIBE_PRODUCERS)
 _DT = response_type(ApiKey.DESCRIBE_TRANSACTIONS)
 _LT = response_type(ApiKey.LIST_TRANSACTIONS)
 
+_WM = response_type(ApiKey.WRITE_TXN_MARKERS)
+
 OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+TXN_ID, TOPIC, GROUP = ResourceType.TRANSACTIONAL_ID, ResourceType.TOPIC, ResourceType.GROUP
+_TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def _fenced(code: ErrorCode, old_client: bool) -> ErrorCode:
@@ -50,7 +71,8 @@ class TxnApis:
 
     def __init__(self, producer_ids: ProducerIdManager, metadata: MetadataCache, replica_manager: ReplicaManager,
                  markers: TxnMarkerWriter, txn_coordinator: Callable[[], TransactionCoordinator | None],
-                 group_coordinator: Callable[[], GroupCoordinator | None]) -> None:
+                 group_coordinator: Callable[[], GroupCoordinator | None], auth: RequestAuthorizer = ALLOW_ALL) -> None:
+        self.auth = auth
         self.pids = producer_ids
         self.metadata = metadata
         self.rm = replica_manager
@@ -60,6 +82,13 @@ class TxnApis:
 
     async def init_producer_id(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
+        auth = self.auth
+        if b.transactional_id is not None:
+            if not auth.authorize(conn, req, AclOperation.WRITE, TXN_ID, b.transactional_id):
+                return _IPI(error_code=_TXN_DENIED, producer_id=-1, producer_epoch=-1)
+        elif auth.enabled and not auth.authorize_cluster(conn, req, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False) \
+                and not auth.authorize_by_resource_type(conn, req, AclOperation.WRITE, TOPIC):
+            return _IPI(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
         if b.transactional_id is None:
             # Without a transactional id the request is always accepted, whatever its transaction timeout
             # (librdkafka's idempotent producer sends -1), and gets a fresh id with epoch 0, as in Kafka.
@@ -84,9 +113,21 @@ class TxnApis:
         txn = self.coordinator()
         if v < 4:
             topics = [(t.name, list(t.partitions)) for t in b.v3_and_below_topics]
-            result = await self._add_partitions(txn, b.v3_and_below_transactional_id, b.v3_and_below_producer_id,
-                                           b.v3_and_below_producer_epoch, topics, verify_only=False, old=v < 2)
+            txn_id = b.v3_and_below_transactional_id
+            if not self.auth.authorize(conn, req, AclOperation.WRITE, TXN_ID, txn_id):
+                return _APT(results_by_topic_v3_and_below=self._results(
+                    {(n, p): _TXN_DENIED for n, ps in topics for p in ps}))
+            # Clients may not add internal topics (Kafka leaves them out of its WRITE check).
+            writable = self.auth.filter_by_authorized(conn, req, AclOperation.WRITE, TOPIC,
+                                                      (n for n, ps in topics for _ in ps if n not in INTERNAL_TOPICS))
+            refused = {n for n, _ in topics if n not in writable}
+            result = await self._add_partitions(txn, txn_id, b.v3_and_below_producer_id,
+                                           b.v3_and_below_producer_epoch, topics, verify_only=False, old=v < 2,
+                                           refused=refused)
             return _APT(results_by_topic_v3_and_below=result)
+        if not self.auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION):
+            # Kafka's getErrorResponse for v4+: the error at the top only.
+            return _APT(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
         results = []
         for t in b.transactions:
             topics = [(x.name, list(x.partitions)) for x in t.topics]
@@ -97,21 +138,26 @@ class TxnApis:
 
     async def _add_partitions(self, txn: TransactionCoordinator | None, transactional_id: str, producer_id: int,
                               producer_epoch: int, topics: list[tuple[str, list[int]]], *, verify_only: bool,
-                              old: bool) -> list[Any]:
+                              old: bool, refused: frozenset[str] | set[str] = frozenset()) -> list[Any]:
         tps = [(name, p) for name, parts in topics for p in parts]
         errors: dict[tuple[str, int], ErrorCode] = {}
         unknown = {tp for tp in tps if self.metadata.partition(*tp) is None}
-        if txn is None:
-            errors = dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        elif unknown:
-            # Any unknown partition fails the whole request; the others were not attempted.
-            errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+        if refused or unknown:
+            # Any refused or unknown partition fails the whole request; the others were not attempted.
+            errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in refused
+                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                       for tp in tps}
+        elif txn is None:
+            errors = dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif verify_only:
             errors = txn.verify_partitions(transactional_id, producer_id, producer_epoch, tps)
         else:
             code = await txn.add_partitions(transactional_id, producer_id, producer_epoch, tps)
             errors = dict.fromkeys(tps, _fenced(code, old))
+        return self._results(errors)
+
+    @staticmethod
+    def _results(errors: dict[tuple[str, int], ErrorCode]) -> list[Any]:
         by_topic: dict[str, list[Any]] = {}
         for (name, p), code in errors.items():
             by_topic.setdefault(name, []).append(
@@ -120,6 +166,10 @@ class TxnApis:
 
     async def add_offsets_to_txn(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
+        if not self.auth.authorize(conn, req, AclOperation.WRITE, TXN_ID, b.transactional_id):
+            return _AOT(error_code=_TXN_DENIED)
+        if not self.auth.authorize(conn, req, AclOperation.READ, GROUP, b.group_id):
+            return _AOT(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         txn = self.coordinator()
         gc = self.group_coordinator()
         if txn is None or gc is None:
@@ -130,6 +180,8 @@ class TxnApis:
 
     async def end_txn(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
+        if not self.auth.authorize(conn, req, AclOperation.WRITE, TXN_ID, b.transactional_id):
+            return _END(error_code=_TXN_DENIED)
         txn = self.coordinator()
         if txn is None:
             return _END(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -137,16 +189,29 @@ class TxnApis:
         return _END(error_code=int(_fenced(code, v < 2)))
 
     async def write_txn_markers(self, conn: Connection, req: Request) -> Any:
+        auth = self.auth
+        if auth.enabled and not auth.authorize_cluster(conn, req, AclOperation.ALTER, log_if_denied=False) \
+                and not auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION):
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return _WM(markers=[_WM.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+                _WM.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                    _WM.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code)
+                    for p in t.partition_indexes]) for t in m.topics]) for m in req.body.markers])
         return await self.markers.handle_write_txn_markers(req.body)
 
     async def describe_producers(self, conn: Connection, req: Request) -> Any:
         rm = self.rm
         topics = []
+        auth = self.auth
         for t in req.body.topics:
             parts = []
+            readable = auth.authorize(conn, req, AclOperation.READ, TOPIC, t.name)
             for idx in t.partition_indexes:
                 r = _DP.PartitionResponse(partition_index=idx, error_code=0, error_message=None, active_producers=[])
                 parts.append(r)
+                if not readable:
+                    r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 p = rm.partitions.get((t.name, idx))
                 if p is None:
                     r.error_code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if self.metadata.partition(t.name, idx)
@@ -172,6 +237,9 @@ class TxnApis:
                                       transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
                                       producer_epoch=-1, topics=[])
             states.append(st)
+            if not self.auth.authorize(conn, req, AclOperation.DESCRIBE, TXN_ID, tid):
+                st.error_code = _TXN_DENIED
+                continue
             if txn is None:
                 st.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                 continue
@@ -184,7 +252,9 @@ class TxnApis:
             st.transaction_start_time_ms = meta.start_ms
             st.producer_id = meta.producer_id
             st.producer_epoch = meta.producer_epoch
-            st.topics = [_DT.TopicData(topic=name, partitions=ps) for name, ps in meta.topics().items()]
+            # Only the partitions of topics the caller may DESCRIBE.
+            st.topics = [_DT.TopicData(topic=name, partitions=ps) for name, ps in meta.topics().items()
+                         if self.auth.authorize(conn, req, AclOperation.DESCRIBE, TOPIC, name)]
         return _DT(transaction_states=states)
 
     async def list_transactions(self, conn: Connection, req: Request) -> Any:
@@ -194,6 +264,9 @@ class TxnApis:
             return _LT(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[], transaction_states=[])
         duration = b.duration_filter if v >= 1 else -1
         code, unknown, metas = txn.list_transactions(b.producer_id_filters, b.state_filters, duration)
+        if self.auth.enabled:  # only the transactional ids the caller may DESCRIBE
+            metas = [m for m in metas if self.auth.authorize(conn, req, AclOperation.DESCRIBE, TXN_ID,
+                                                             m.transactional_id)]
         return _LT(error_code=int(code), unknown_state_filters=unknown, transaction_states=[
             _LT.TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,
                                  transaction_state=m.state.kafka_name) for m in metas])

@@ -100,6 +100,9 @@ async def build_components(broker: Broker) -> ReplicaManager:
     if acl_authorizer is not None:
         await acl_authorizer.start(asyncio.get_running_loop())
     c.authorizer = acl_authorizer
+    from broker.request_authorization import RequestAuthorizer, authorize_quota_and_scram_apis
+
+    auth = RequestAuthorizer(acl_authorizer)  # every handler asks through it (Kafka's AuthHelper)
     AclHandlers(acl_authorizer).register(broker.apis)
     # Replication throttles; rates are dynamic broker configs, so read through broker.config each time.
     leader_quota = ReplicationQuota(
@@ -116,28 +119,30 @@ async def build_components(broker: Broker) -> ReplicaManager:
                         isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers)
     broker.replica_manager = rm
     await c.isr_manager.start()
-    DataApis(rm).register(broker.apis)
+    DataApis(rm, auth).register(broker.apis)
     assert broker.zk is not None
     c.controller_requests = ControllerRequestState(lambda: broker.broker_epoch, broker.zk, broker.zk_call)
     ControllerApis(c.controller_requests, rm, broker.metadata, c.metadata_waiters,
-                   lambda: c.controller).register(broker.apis)
+                   lambda: c.controller, auth).register(broker.apis)
     # Started by the broker once registered in ZooKeeper (the controller needs our broker epoch).
     c.controller_services = ControllerServices(broker.zk, broker.broker_id, lambda: broker.config,
                                                broker.controller_listener, lambda: broker.broker_epoch)
     c.admin = AdminHandlers(broker.zk, broker.zk_call, broker.broker_id, broker.metadata, broker, c.metadata_waiters,
-                            broker.log_manager, rm)
+                            broker.log_manager, rm, auth)
     c.admin.register(broker.apis)
-    c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller)
+    c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller,
+                                auth)
     c.cluster.register(broker.apis)
     SecurityHandlers(broker.zk, broker.zk_call).register(broker.apis)
+    authorize_quota_and_scram_apis(broker.apis, auth)
     c.producer_ids = ProducerIdManager(broker.zk, broker.broker_id, broker.zk_call)
     markers = TxnMarkerWriter(rm, lambda: broker.config, lambda: c.group_coordinator)
     TxnApis(c.producer_ids, broker.metadata, rm, markers, lambda: c.txn_coordinator,
-            lambda: c.group_coordinator).register(broker.apis)
+            lambda: c.group_coordinator, auth).register(broker.apis)
     c.group_coordinator = await start_group_coordinator(lambda: broker.config, broker.broker_id, broker.metadata, rm)
     assert c.admin is not None
     c.groups = GroupHandlers(c.group_coordinator, rm, broker.metadata, lambda: broker.config, c.admin.create_topic,
-                             lambda: c.txn_coordinator)
+                             lambda: c.txn_coordinator, auth)
     rm.add_leadership_listener(c.groups)
     register_group_apis(broker.apis, c.groups)
     c.txn_coordinator = await start_transaction_coordinator(broker.config, broker.broker_id, broker.metadata, rm,
