@@ -28,6 +28,13 @@ install: $(STAMP)
 run: install
 	$(PY) -m clients.devcluster
 
+# The same cluster secured (clients/devcluster_secure.py, docs/security.md): SASL_SSL with SCRAM-SHA-512 on
+# 9092-9094 and between brokers, an ACL authorizer with super user admin; CA, passwords and the client
+# files (client.properties, kcat.conf, ca.pem) stay in .cache/devcluster-secure.
+.PHONY: run-secure
+run-secure: install
+	$(PY) -m clients.devcluster_secure
+
 # Lint and type check first: a failure there stops the run before any test starts.
 test: install
 	$(VENV)/bin/ruff check .

@@ -18,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 from clients.zookeeper_server import ZooKeeperServer, free_port
+from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,10 +40,11 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
 
 
 def wait_for_cluster_metadata(host: str, port: int, brokers: int, timeout: float,
-                              proc: subprocess.Popen[bytes] | None = None, broker_id: int | None = None) -> None:
+                              proc: subprocess.Popen[bytes] | None = None, broker_id: int | None = None,
+                              security: ConnectionSecurity = PLAINTEXT) -> None:
     """Wait until the broker at host:port answers Metadata with ``brokers`` live brokers and a
     controller: from then on clients get a usable cluster view (a broker listens a moment before the
-    controller has told it who is alive)."""
+    controller has told it who is alive). ``security``: how to connect to a TLS or SASL listener."""
     from clients.connection import BrokerConnection, WireError
     from protocol.api_versions import ApiKey
 
@@ -52,7 +55,8 @@ def wait_for_cluster_metadata(host: str, port: int, brokers: int, timeout: float
             raise RuntimeError(f"process exited with status {proc.returncode} before it knew the cluster")
         conn = None
         try:
-            conn = BrokerConnection(host, port, client_id="devcluster", timeout=2.0, connect_timeout=2.0)
+            conn = BrokerConnection(host, port, client_id="devcluster", timeout=2.0, connect_timeout=2.0,
+                                    security=security)
             md = conn.call(ApiKey.METADATA, topics=[], allow_auto_topic_creation=False,
                            include_topic_authorized_operations=False)
             seen = f"{len(md.brokers)} brokers, controller {md.controller_id}"
@@ -72,10 +76,13 @@ class BrokerProcess:
     """One broker as a subprocess, with its own directory, config file and log file."""
 
     def __init__(self, broker_id: int, port: int, zk_connect: str, base_dir: Path, *,
-                 overrides: dict[str, str] | None = None, metrics_port: int = -1, host: str = "127.0.0.1") -> None:
+                 overrides: Mapping[str, str] | None = None, metrics_port: int = -1, host: str = "127.0.0.1",
+                 security: ConnectionSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.port = port
         self.host = host
+        # How the readiness checks reach ``port`` (the client listener, when the overrides secure it).
+        self.security = security
         self.dir = base_dir / f"broker-{broker_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.dir / "server.properties"
@@ -112,7 +119,8 @@ class BrokerProcess:
         if wait:
             wait_for_port(self.host, self.port, timeout, self.process)
             # This broker registered and told by a controller: other brokers may be down (restarts).
-            wait_for_cluster_metadata(self.host, self.port, 1, timeout, self.process, broker_id=self.broker_id)
+            wait_for_cluster_metadata(self.host, self.port, 1, timeout, self.process, broker_id=self.broker_id,
+                                      security=self.security)
         return self
 
     @property
@@ -161,12 +169,23 @@ class BrokerProcess:
             return ""
 
 
+BrokerOverrides = Callable[[int, int], Mapping[str, str]]
+
+
 class LocalCluster:
-    """ZooKeeper plus ``n`` brokers on consecutive ports (or free ports when ``base_port`` is 0)."""
+    """ZooKeeper plus ``n`` brokers on consecutive ports (or free ports when ``base_port`` is 0).
+
+    A secured cluster (``clients/devcluster_secure.py``) passes ``broker_overrides`` (broker id and
+    client port -> that broker's listener settings), ``security`` (how the readiness checks connect)
+    and ``before_brokers`` (called with the ZooKeeper connect string once ZooKeeper serves and before
+    any broker starts: where SCRAM credentials are written, as ``kafka-configs --zookeeper`` does).
+    """
 
     def __init__(self, n: int = 1, *, base_port: int = 0, base_dir: str | os.PathLike[str] | None = None,
                  zk_port: int | None = None, overrides: dict[str, str] | None = None,
-                 chroot: str = "/kafkette", metrics_base_port: int | None = 0) -> None:
+                 chroot: str = "/kafkette", metrics_base_port: int | None = 0,
+                 broker_overrides: BrokerOverrides | None = None, security: ConnectionSecurity = PLAINTEXT,
+                 before_brokers: Callable[[str], None] | None = None) -> None:
         self.n = n
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="kafkette-"))
@@ -184,31 +203,44 @@ class LocalCluster:
         self.base_port = base_port
         # Prometheus endpoints: broker i on metrics_base_port + i, free ports when 0, none when None.
         self.metrics_base_port = metrics_base_port
+        self.broker_overrides = broker_overrides
+        self.security = security
+        self.before_brokers = before_brokers
         self.brokers: list[BrokerProcess] = []
 
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers)
 
+    @property
+    def zk_connect(self) -> str:
+        return self.zk.connect_string + self.chroot
+
     def start(self) -> LocalCluster:
         self.zk.start()
-        connect = self.zk.connect_string + self.chroot
+        connect = self.zk_connect
         for i in range(self.n):
             port = self.base_port + i if self.base_port else free_port()
             if self.metrics_base_port is None:
                 metrics_port = -1
             else:
                 metrics_port = self.metrics_base_port + i if self.metrics_base_port else free_port()
-            b = BrokerProcess(i, port, connect, self.base_dir, overrides=self.overrides, metrics_port=metrics_port)
+            overrides = dict(self.overrides)
+            if self.broker_overrides is not None:
+                overrides.update(self.broker_overrides(i, port))
+            b = BrokerProcess(i, port, connect, self.base_dir, overrides=overrides, metrics_port=metrics_port,
+                              security=self.security)
             self.brokers.append(b)
         try:
+            if self.before_brokers is not None:
+                self.before_brokers(connect)
             for b in self.brokers:
                 b.start(wait=False)
             for b in self.brokers:
                 assert b.process is not None
                 try:
                     wait_for_port(b.host, b.port, 60.0, b.process)
-                    wait_for_cluster_metadata(b.host, b.port, self.n, 60.0, b.process)
+                    wait_for_cluster_metadata(b.host, b.port, self.n, 60.0, b.process, security=self.security)
                 except (RuntimeError, TimeoutError) as e:
                     raise RuntimeError(f"broker {b.broker_id}: {e}; the end of {b.log_path}:\n"
                                        f"{b.log_text()[-3000:]}") from None
@@ -235,17 +267,9 @@ class LocalCluster:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Run a local kafkette cluster (ZooKeeper + brokers).")
-    ap.add_argument("--brokers", type=int, default=int(os.environ.get("KAFKETTE_BROKERS", "3")))
-    ap.add_argument("--port", type=int, default=9092, help="port of broker 0; broker i listens on port+i")
-    ap.add_argument("--zk-port", type=int, default=2181)
-    ap.add_argument("--metrics-port", type=int, default=9404,
-                    help="Prometheus port of broker 0; broker i serves metrics on port+i (-1: off)")
-    ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster"), help="data directory (kept)")
-    args = ap.parse_args(argv)
-    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=args.dir, zk_port=args.zk_port,
-                           metrics_base_port=None if args.metrics_port < 0 else args.metrics_port)
+def run_in_foreground(cluster: LocalCluster, describe: Callable[[LocalCluster], None]) -> int:
+    """Start ``cluster``, print what ``describe`` says about it, and keep it up until SIGINT/SIGTERM
+    or until a broker exits; then stop it (data stays in its directory)."""
     stop = False
 
     def on_signal(*_: object) -> None:
@@ -262,11 +286,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--- {b.log_path}\n{b.log_text()[-3000:]}", file=sys.stderr)
         cluster.stop()
         return 1
-    print(f"ZooKeeper: {cluster.zk.connect_string}{cluster.chroot}")
-    for b in cluster.brokers:
-        metrics = f", metrics: {b.metrics_url}" if b.metrics_url else ""
-        print(f"broker {b.broker_id}: {b.bootstrap}  (log: {b.log_path}{metrics})")
-    print(f"bootstrap servers: {cluster.bootstrap}   -- Ctrl-C stops the cluster")
+    describe(cluster)
+    sys.stdout.flush()
     try:
         while not stop:
             time.sleep(0.5)
@@ -278,6 +299,39 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
     return 0
+
+
+def describe_brokers(cluster: LocalCluster) -> None:
+    print(f"ZooKeeper: {cluster.zk_connect}")
+    for b in cluster.brokers:
+        metrics = f", metrics: {b.metrics_url}" if b.metrics_url else ""
+        print(f"broker {b.broker_id}: {b.bootstrap}  (log: {b.log_path}{metrics})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--secure" in argv:  # `make run-secure`: SASL_SSL listeners, SCRAM users, an authorizer
+        from clients import devcluster_secure
+
+        return devcluster_secure.main([a for a in argv if a != "--secure"])
+    ap = argparse.ArgumentParser(description="Run a local kafkette cluster (ZooKeeper + brokers).")
+    ap.add_argument("--secure", action="store_true",
+                    help="SASL_SSL listeners, SCRAM users and an authorizer (clients/devcluster_secure.py)")
+    ap.add_argument("--brokers", type=int, default=int(os.environ.get("KAFKETTE_BROKERS", "3")))
+    ap.add_argument("--port", type=int, default=9092, help="port of broker 0; broker i listens on port+i")
+    ap.add_argument("--zk-port", type=int, default=2181)
+    ap.add_argument("--metrics-port", type=int, default=9404,
+                    help="Prometheus port of broker 0; broker i serves metrics on port+i (-1: off)")
+    ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster"), help="data directory (kept)")
+    args = ap.parse_args(argv)
+    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=args.dir, zk_port=args.zk_port,
+                           metrics_base_port=None if args.metrics_port < 0 else args.metrics_port)
+
+    def describe(c: LocalCluster) -> None:
+        describe_brokers(c)
+        print(f"bootstrap servers: {c.bootstrap}   -- Ctrl-C stops the cluster")
+
+    return run_in_foreground(cluster, describe)
 
 
 if __name__ == "__main__":
