@@ -282,12 +282,12 @@ def load_truststore(settings: Mapping[str, object]) -> str | None:
             raise ConfigError("ssl.truststore.password", "[hidden]",
                               "SSL trust store is not specified, but trust store password is specified.")
         return None
-    data = _read("ssl.truststore.location", path)
     if kind == "PEM":
         if password is not None:
             raise ConfigError("ssl.truststore.password", "[hidden]",
                               "SSL trust store password cannot be specified for PEM format.")
-        return _to_pem(_pem_certificates("ssl.truststore.location", path, data))
+        return _to_pem(_pem_certificates("ssl.truststore.location", path, _read("ssl.truststore.location", path)))
+    data = _read("ssl.truststore.location", path)
     if kind not in ("PKCS12", "JKS"):
         raise ConfigError("ssl.truststore.type", kind, "supported trust store types are PEM and PKCS12")
     bundle = _pkcs12("ssl.truststore.location", path, data, [password])
