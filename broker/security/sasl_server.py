@@ -14,9 +14,12 @@ Anything else before authentication fails the connection (Kafka's IllegalSaslSta
 authenticated, ``conn.principal`` is ``User:<authorization id>`` and every frame goes to the broker.
 
 Failures (Kafka's AuthenticationException) are counted per listener, logged (rate limited) and answered
-as Kafka answers them: the error response, if the failure has one, is held for
-``connection.failed.authentication.delay.ms`` (KIP-306: a client cannot hammer the broker with
-password guesses), then sent, then the connection is closed. Other clients are not affected.
+as Kafka answers them, with the error response if the failure has one; the connection is then held,
+reading nothing, for ``connection.failed.authentication.delay.ms`` (KIP-306: a client cannot hammer
+the broker with password guesses over one connection) and closed. Kafka holds the response back for
+the delay and closes right after sending it; sending it first means the response and the close do
+not reach the client together (kafka-python drops a response that arrives with the end of the
+stream, and would only see a lost connection). Other clients are not affected.
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 (per listener, and per listener and
 mechanism), a session ends that long after it was authenticated. A SaslHandshake on an authenticated
@@ -485,8 +488,8 @@ class SaslAuthenticator:
         return lifetime_ms
 
     async def _fail(self, conn: Connection, failure: _Failure) -> None:
-        """Count and log, wait connection.failed.authentication.delay.ms, send the failure's response
-        (if any); the caller then closes the connection."""
+        """Count and log, send the failure's response (if any), then hold the connection, reading
+        nothing, for connection.failed.authentication.delay.ms; the caller then closes it."""
         again = self.reauthenticating
         self.state = "failed"
         self.mechanism_server = None
@@ -494,8 +497,8 @@ class SaslAuthenticator:
         stats.add(listener, "failed-reauthentication-total" if again else "failed-authentication-total")
         failure_log.log(logging.INFO, f"failed-{listener}", "Failed %sauthentication with %s on listener %s (%s)",
                         "re-" if again else "", conn.peer, listener, failure)
+        if failure.response is not None:
+            await conn.write_parts(failure.response)
         delay_ms = self.server.settings().failed_delay_ms
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000.0)
-        if failure.response is not None:
-            await conn.write_parts(failure.response)
