@@ -16,11 +16,13 @@ from clients.zookeeper_server import ZooKeeperServer, free_port
 class KafkaZkBroker:
     """ZooKeeper plus one ``kafka.Kafka`` process; ``bootstrap`` once started."""
 
-    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, overrides: dict[str, str] | None = None,
+                 jvm_options: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-Xshare:auto")) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="apache-kafka-"))
         self.zk = ZooKeeperServer(data_dir=self.dir / "zookeeper")
         self.port = free_port()
         self.overrides = dict(overrides or {})
+        self.jvm_options = jvm_options  # the default starts fast; benchmarks want the full JIT: ()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.dir / "kafka.log"
         self.log_dir = self.dir / "data"
@@ -49,7 +51,7 @@ class KafkaZkBroker:
         cfg = self.dir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.process = subprocess.Popen(
-            ["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", cp, "kafka.Kafka", str(cfg)],
+            ["java", "-Xmx512m", *self.jvm_options, "-cp", cp, "kafka.Kafka", str(cfg)],
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
         wait_for_port("127.0.0.1", self.port, timeout, self.process)
         # Listening comes a moment before the broker has registered and elected itself controller.
