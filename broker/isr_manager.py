@@ -53,10 +53,12 @@ class IsrManager:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        from broker.security.inter_broker import inter_broker_security
         from controller.client import InterBrokerClient
 
         self.client = InterBrokerClient(self.zk, self.broker_id, asyncio.get_running_loop(),
-                                        listener_name=self.listener_name)
+                                        listener_name=self.listener_name,
+                                        security=inter_broker_security(self.config(), self.listener_name))
         await self.client.start()
         self._task = asyncio.ensure_future(self._shrink_loop())
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.security.inter_broker import inter_broker_security
 from controller.network_client import ConnectionSettings, KafkaConnectionError, NodeClient
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
@@ -107,7 +108,7 @@ class ReplicaFetcher:
                 client_id=f"replica-fetcher-{self.broker_id}-{self.leader_id}",
                 connect_timeout_s=self.timeout_s, request_timeout_s=self.timeout_s, max_in_flight=1,
                 negotiate_versions=False, reconnect_backoff_s=self.backoff_s,
-                reconnect_backoff_max_s=max(self.backoff_s, 1.0)))
+                reconnect_backoff_max_s=max(self.backoff_s, 1.0), security=self.manager.security))
         return self.conn
 
     async def _run(self) -> None:
@@ -303,6 +304,9 @@ class ReplicaFetcherManager:
         self.config = config  # dynamic broker config: read when a fetcher starts
         self.replica_manager = replica_manager
         self.follower_quota = follower_quota
+        # TLS / SASL towards the leaders' inter-broker listener, settled at start-up as Kafka's fetcher
+        # channel builder is (a misconfiguration fails here, not in every fetcher's retry loop).
+        self.security = inter_broker_security(config(), listener_name)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.follower_of: dict[TP, int] = {}
         self.closed = False  # after shutdown(): a late LeaderAndIsr starts no fetcher

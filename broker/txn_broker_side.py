@@ -7,7 +7,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from broker.security.inter_broker import inter_broker_security
 from broker.txn_coordinator import TP, TXN_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
+from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ class BrokerMarkerSender:
     """WriteTxnMarkers to partition leaders: written directly when we lead, else over the inter-broker listener."""
 
     def __init__(self, broker_id: int, metadata: MetadataCache, inter_broker_listener: str, request_timeout_ms: int,
-                 local: TxnMarkerWriter) -> None:
+                 local: TxnMarkerWriter, security: ConnectionSecurity = PLAINTEXT) -> None:
         from controller.network_client import ConnectionPool, ConnectionSettings
 
         self.broker_id = broker_id
@@ -75,7 +77,7 @@ class BrokerMarkerSender:
         # leader instead of queueing behind each other.
         self._pool = ConnectionPool(ConnectionSettings(
             client_id=f"txn-coordinator-{broker_id}", negotiate_versions=False, max_in_flight=1,
-            request_timeout_s=request_timeout_ms / 1000.0 + 5.0), connections_per_node=4)
+            request_timeout_s=request_timeout_ms / 1000.0 + 5.0, security=security), connections_per_node=4)
 
     def leader_of(self, tp: TP) -> int | None:
         md = self.metadata
@@ -152,7 +154,8 @@ async def start_transaction_coordinator(config: BrokerConfig, broker_id: int, me
         info = metadata.topics.get(TXN_TOPIC)
         return len(info.partitions) if info is not None and info.partitions else None
 
-    sender = BrokerMarkerSender(broker_id, metadata, inter_broker_listener, config.get("request.timeout.ms"), markers)
+    sender = BrokerMarkerSender(broker_id, metadata, inter_broker_listener, config.get("request.timeout.ms"), markers,
+                                inter_broker_security(config, inter_broker_listener))
     coordinator = TransactionCoordinator(ReplicatedTxnLog(replica_manager), sender, producer_ids.generate,
                                          TxnCoordinatorConfig.from_config(config), partition_count=partition_count)
     coordinator.sender = sender  # type: ignore[attr-defined]

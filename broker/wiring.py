@@ -87,6 +87,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     from broker.replica_fetcher import ReplicaFetcherManager
     from broker.replica_manager import ReplicaManager
     from broker.replication_quota import ReplicationQuota
+    from broker.security.inter_broker import inter_broker_security
     from broker.txn_broker_side import start_transaction_coordinator
     from broker.txn_markers import TxnMarkerWriter
 
@@ -131,7 +132,8 @@ async def build_components(broker: Broker) -> ReplicaManager:
                             broker.log_manager, rm, auth)
     c.admin.register(broker.apis)
     c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller,
-                                auth)
+                                auth,
+                                security=inter_broker_security(broker.config, broker.inter_broker_listener))
     c.cluster.register(broker.apis)
     SecurityHandlers(broker.zk, broker.zk_call).register(broker.apis)
     authorize_quota_and_scram_apis(broker.apis, auth)

@@ -17,8 +17,10 @@ who we are (SASL) or the TLS handshake failed, which retrying another broker doe
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import ssl
+import time
 from collections import deque
 from typing import Any
 
@@ -93,7 +95,13 @@ def check(code: int, message: str | None = None, context: str = "") -> None:
 
 
 class BrokerConnection:
-    """One blocking connection, ready (negotiated and authenticated) once constructed."""
+    """One blocking connection, ready (negotiated and authenticated) once constructed.
+
+    KIP-368: when the broker granted a SASL session lifetime, a request sent once the session is in its
+    renewal window (85-95% of the lifetime) and nothing is in flight goes on a fresh connection
+    (connected and authenticated again in place), so a long-running command never sends on a session
+    the broker is about to close.
+    """
 
     def __init__(self, host: str, port: int, *, client_id: str, timeout: float, node_id: int = -1,
                  connect_timeout: float = 10.0, max_in_flight: int = 5,
@@ -101,10 +109,20 @@ class BrokerConnection:
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.timeout = timeout
-        self.sm = ClientConnection(client_id, max_in_flight=max_in_flight, version_caps=CAPS,
+        self.connect_timeout = connect_timeout
+        self.max_in_flight = max_in_flight
+        self.security = security
+        self._responses: deque[Response] = deque()
+        self.renewals = 0  # connections opened again to renew the SASL session
+        self._open()
+
+    def _open(self) -> None:
+        host, port, security = self.host, self.port, self.security
+        self.sm = ClientConnection(self.client_id, max_in_flight=self.max_in_flight, version_caps=CAPS,
                                    auth_steps=security.auth_steps(), client_software=CLIENT_SOFTWARE)
+        self.renew_at: float | None = None
         try:
-            sock = socket.create_connection((host, port), timeout=min(timeout, connect_timeout))
+            sock = socket.create_connection((host, port), timeout=min(self.timeout, self.connect_timeout))
         except OSError as e:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -119,12 +137,23 @@ class BrokerConnection:
                 raise ConnectionFailed(f"lost connection to {host}:{port} during the SSL handshake: "
                                        f"{e.strerror or e}") from None
         self.sock = sock
-        self.sock.settimeout(timeout)
-        self._responses: deque[Response] = deque()
+        self.sock.settimeout(self.timeout)
         self.sm.start()
         self._flush()
         while not self.sm.is_ready:
             self._pump()
+        if self.sm.session_lifetime_ms > 0:
+            lifetime = self.sm.session_lifetime_ms / 1000.0
+            self.renew_at = time.monotonic() + lifetime * (0.85 + 0.10 * random.random())
+
+    def _renew_if_due(self) -> None:
+        if self.renew_at is None or time.monotonic() < self.renew_at or self.sm.in_flight or self.sm.closed:
+            return
+        self.sm.close(ConnectionFailed("session renewal"))
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.renewals += 1
+        self._open()
 
     @property
     def versions(self) -> dict[int, tuple[int, int]]:
@@ -147,6 +176,7 @@ class BrokerConnection:
 
     def send(self, api_key: int, version: int | None, body: Any, expect_response: bool = True) -> int:
         """Send one request (waiting for responses first when the in-flight limit is reached)."""
+        self._renew_if_due()
         while expect_response and not self.sm.can_send and not self.sm.closed:
             self._pump()
         try:

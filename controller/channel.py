@@ -22,6 +22,7 @@ from typing import Any
 
 from controller.network_client import ConnectionSettings, KafkaConnectionError, NodeClient
 from controller.zk_data import BrokerRegistration, EndPoint
+from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 from protocol.schema import Struct
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,10 @@ class ControllerChannelManager:
     def __init__(self, controller_id: int, loop: asyncio.AbstractEventLoop | None = None, *,
                  listener_name: str | None = "PLAINTEXT", request_timeout_ms: int = 30000,
                  reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000,
-                 connect_timeout_ms: int = 10000) -> None:
+                 connect_timeout_ms: int = 10000, security: ConnectionSecurity = PLAINTEXT) -> None:
         self.controller_id = controller_id
+        # TLS / SASL of the listener the channels connect to (broker/security/inter_broker.py).
+        self.security = security
         self.loop = loop
         self.listener_name = listener_name
         self.request_timeout = request_timeout_ms / 1000.0
@@ -99,7 +102,7 @@ class ControllerChannelManager:
         return ConnectionSettings(client_id=f"controller-{self.controller_id}-to-broker-{broker_id}",
                                   connect_timeout_s=self.connect_timeout, request_timeout_s=self.request_timeout,
                                   max_in_flight=1, negotiate_versions=False, reconnect_backoff_s=self.backoff,
-                                  reconnect_backoff_max_s=self.backoff_max)
+                                  reconnect_backoff_max_s=self.backoff_max, security=self.security)
 
     # ------------------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ with a watch) and its registration under ``/brokers/ids``; when it moves, or the
 the request goes again to the new controller until its deadline passes.
 
 The connection is a ``controller.network_client.NodeClient`` (the one outgoing client), at the
-pinned inter-broker versions.
+pinned inter-broker versions, secured as the listener requires (``security``, computed by the broker
+in ``broker/security/inter_broker.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from controller.network_client import ConnectionSettings, KafkaConnectionError, 
 from controller.zk_client import KafkaZkClient
 from controller.zk_data import EndPoint
 from protocol.api_versions import ApiKey
+from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 from protocol.errors import ErrorCode
 from protocol.messages import new_request
 from protocol.schema import Struct
@@ -39,7 +41,7 @@ class InterBrokerClient:
 
     def __init__(self, zk: KafkaZkClient, broker_id: int, loop: asyncio.AbstractEventLoop | None = None, *,
                  listener_name: str | None = "PLAINTEXT", request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, security: ConnectionSecurity = PLAINTEXT) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.loop = loop
@@ -56,7 +58,8 @@ class InterBrokerClient:
         self._settings = ConnectionSettings(client_id=f"broker-{broker_id}-to-controller",
                                             request_timeout_s=self.request_timeout, max_in_flight=1,
                                             negotiate_versions=False, reconnect_backoff_s=self.retry_backoff,
-                                            reconnect_backoff_max_s=max(self.retry_backoff, 1.0))
+                                            reconnect_backoff_max_s=max(self.retry_backoff, 1.0),
+                                            security=security)
 
     async def start(self) -> None:
         if self.loop is None:

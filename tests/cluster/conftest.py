@@ -15,7 +15,7 @@ def cluster3(cluster_factory: Callable[..., Any]) -> Callable[..., Any]:
     """``cluster3(**extra_configs)``: ZooKeeper plus three brokers tuned for quick failure detection."""
 
     def make(**extra: str) -> Any:
-        return cluster_factory(3, overrides=helpers.overrides(**extra))
+        return cluster_factory(3, **helpers.cluster_options(**extra))
 
     return make
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 import uuid
@@ -38,6 +39,112 @@ def overrides(**extra: str) -> dict[str, str]:
     out = dict(FAST_FAILOVER)
     out.update({k.replace("_", "."): v for k, v in extra.items()})
     return out
+
+
+# ================================================================================================
+# Secured inter-broker traffic
+#
+# ``KAFKETTE_TEST_INTER_BROKER=SASL_SSL`` (or SSL, SASL_PLAINTEXT) runs every test that builds its
+# cluster through ``cluster_options`` (the ``cluster3`` fixture: test_failover, test_kip101,
+# test_unclean, test_split_brain, ...) with an INTERNAL listener of that protocol between the brokers:
+# replication, the controller's requests, AlterPartition, forwarding and transaction markers all go over
+# it (SCRAM-SHA-512 for SASL, mutual TLS for SSL), while the tests' clients stay on the PLAINTEXT listener.
+
+INTER_BROKER_PROTOCOL = os.environ.get("KAFKETTE_TEST_INTER_BROKER", "PLAINTEXT").strip().upper()
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+class SecureInterBroker:
+    """An INTERNAL inter-broker listener secured with ``protocol``: the certificates (a CA of its own,
+    one broker certificate, PEM files in ``directory``), the broker user's SCRAM-SHA-512 credential
+    written to ZooKeeper before any broker starts (as ``kafka-configs --zookeeper`` would), and the
+    listener settings; pass ``options()`` to ``LocalCluster``."""
+
+    MECHANISM = "SCRAM-SHA-512"
+    USER = "kafkette-broker"
+
+    def __init__(self, protocol: str = "SASL_SSL", directory: Path | None = None) -> None:
+        import secrets
+        import tempfile
+
+        if protocol not in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"no secured inter-broker protocol {protocol!r}")
+        self.protocol = protocol
+        if directory is None:
+            import atexit
+            import shutil
+
+            directory = Path(tempfile.mkdtemp(prefix="kafkette-inter-broker-"))
+            atexit.register(shutil.rmtree, directory, True)
+        self.directory = directory
+        self.password = secrets.token_urlsafe(12)
+        self.key_password = secrets.token_urlsafe(12)
+        self.ca_path: Path | None = None
+        self.keystore_path: Path | None = None
+        if protocol != "SASL_PLAINTEXT":
+            from clients.certificates import CertificateAuthority
+
+            ca = CertificateAuthority.create("CN=kafkette inter-broker test CA")
+            self.ca_path = ca.write_pem(self.directory / "ca.pem")
+            self.keystore_path = ca.issue_server("CN=kafkette-broker").write_pem(
+                self.directory, "broker", key_password=self.key_password).keystore
+
+    def overrides(self) -> dict[str, str]:
+        """The settings every broker shares (the listener ports are per broker: ``broker_overrides``)."""
+        out = {
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{self.protocol}",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+        if self.keystore_path is not None and self.ca_path is not None:
+            out.update({
+                "ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.keystore_path),
+                "ssl.key.password": self.key_password,
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_path),
+            })
+            if self.protocol == "SSL":  # brokers prove who they are with their certificates
+                out["listener.name.internal.ssl.client.auth"] = "required"
+        if self.protocol.startswith("SASL_"):
+            out.update({
+                "sasl.enabled.mechanisms": self.MECHANISM,
+                "sasl.mechanism.inter.broker.protocol": self.MECHANISM,
+                f"listener.name.internal.{self.MECHANISM.lower()}.sasl.jaas.config":
+                    f'{SCRAM_MODULE} required username="{self.USER}" password="{self.password}";',
+            })
+        return out
+
+    @staticmethod
+    def broker_overrides(broker_id: int, port: int) -> dict[str, str]:
+        # Clients on PLAINTEXT at the broker's port; INTERNAL on a port the broker picks (advertised
+        # with the port it bound, so a restarted broker re-registers wherever it landed).
+        listeners = f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:0"
+        return {"listeners": listeners, "advertised.listeners": listeners}
+
+    def before_brokers(self, zk_connect: str) -> None:
+        if not self.protocol.startswith("SASL_"):
+            return
+        from controller.zk_client import KafkaZkClient
+        from protocol.scram import credential_from_password
+
+        zk = KafkaZkClient(zk_connect, 30000, 15000, name="test-credentials")
+        zk.start()
+        try:
+            credential = credential_from_password(self.MECHANISM, self.password, 4096)
+            zk.set_or_create_entity_config("users", self.USER, {self.MECHANISM: credential.format()})
+        finally:
+            zk.close()
+
+    def options(self, **extra: str) -> dict[str, Any]:
+        """Keyword arguments for ``LocalCluster`` / ``cluster_factory``: FAST_FAILOVER plus ``extra``."""
+        return {"overrides": {**overrides(**extra), **self.overrides()}, "broker_overrides": self.broker_overrides,
+                "before_brokers": self.before_brokers}
+
+
+def cluster_options(**extra: str) -> dict[str, Any]:
+    """``LocalCluster`` keyword arguments for the cluster tests: FAST_FAILOVER plus ``extra``, with the
+    inter-broker listener secured when KAFKETTE_TEST_INTER_BROKER asks for it."""
+    if INTER_BROKER_PROTOCOL == "PLAINTEXT":
+        return {"overrides": overrides(**extra)}
+    return SecureInterBroker(INTER_BROKER_PROTOCOL).options(**extra)
 
 
 def unique(prefix: str) -> str:

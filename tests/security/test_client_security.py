@@ -190,6 +190,7 @@ SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN_USER, PLAIN_PASSWORD = "carol", "carol-secret"
 SCRAM_USER, SCRAM_PASSWORD = "dave", "dave-secret"
 KEY_PASSWORD = "broker-key-secret"
+REAUTH_MS = 1500
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,8 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBr
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(broker.keystore), "ssl.key.password": KEY_PASSWORD,
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.write_pem(d / "ca.pem")),
         "listener.name.ssl.ssl.client.auth": "required",
+        # Short SASL sessions on SASL_PLAINTEXT (KIP-368): the clients must renew them as they go.
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     }
     for listener in ("sasl_plaintext", "sasl_ssl"):
@@ -355,6 +358,76 @@ def test_cli_scram_and_quota_commands_check_input(secure_broker: SecureBroker) -
     r = ok("client-quotas", "--describe", "--user-defaults", "--client", client, *bs)
     assert r.out.strip() == f"Quota configs for the default user-principal, client-id '{client}' are " \
                             "request_percentage=25.5"
+
+
+def _metadata_request():
+    from protocol.messages import new_request
+
+    return new_request(ApiKey.METADATA, topics=[], allow_auto_topic_creation=False,
+                       include_topic_authorized_operations=False)
+
+
+def _sasl_security(mechanism: str = "SCRAM-SHA-512"):
+    from protocol.client_connection import ConnectionSecurity
+
+    return ConnectionSecurity("SASL_PLAINTEXT", auth=sasl_auth_factory(mechanism, SCRAM_USER, SCRAM_PASSWORD))
+
+
+def test_blocking_client_renews_its_sasl_session(secure_broker: SecureBroker) -> None:
+    """Requests keep going over several session lifetimes: each one after the renewal point goes on a
+    freshly authenticated connection instead of the one the broker is about to close (KIP-368)."""
+    import time
+
+    from clients.connection import BrokerConnection
+
+    host, port = secure_broker.bootstrap["SASL_PLAINTEXT"].split(":")
+    conn = BrokerConnection(host, int(port), client_id="renewal-test", timeout=10.0, security=_sasl_security())
+    try:
+        assert conn.sm.session_lifetime_ms == REAUTH_MS
+        deadline = time.monotonic() + 3.5 * REAUTH_MS / 1000
+        answered = 0
+        while time.monotonic() < deadline:
+            conn.send(ApiKey.METADATA, None, _metadata_request())
+            assert conn.receive().brokers
+            answered += 1
+            time.sleep(0.1)
+        assert answered > 10 and conn.renewals >= 2
+    finally:
+        conn.close()
+
+
+def test_asyncio_client_renews_its_sasl_session(secure_broker: SecureBroker) -> None:
+    """The inter-broker client (NodeClient): every request succeeds across several session lifetimes,
+    on successive connections; none is sent on an expired session."""
+    import asyncio
+
+    from controller.network_client import ConnectionSettings, NodeClient
+
+    host, port = secure_broker.bootstrap["SASL_PLAINTEXT"].split(":")
+
+    async def run() -> tuple[int, int]:
+        node = NodeClient(host, int(port), ConnectionSettings(client_id="renewal-test",
+                                                              security=_sasl_security("SCRAM-SHA-256")))
+        seen: set[int] = set()
+        answered = 0
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 3.5 * REAUTH_MS / 1000
+            while loop.time() < deadline:
+                # Two at a time, so a renewal also happens with a request in flight on the old connection.
+                results = await asyncio.gather(*(node.request(ApiKey.METADATA, _metadata_request(), timeout=10)
+                                                 for _ in range(2)))
+                assert all(r.brokers for r in results)
+                conn = await node.connection()
+                seen.add(id(conn))
+                answered += 2
+                await asyncio.sleep(0.1)
+        finally:
+            node.close()
+        return answered, len(seen)
+
+    answered, connections = asyncio.run(run())
+    assert answered > 20 and connections >= 3
 
 
 def test_java_double_formatting() -> None:
