@@ -271,6 +271,32 @@ def test_cli_over_ssl_with_a_client_certificate(secure_broker: SecureBroker) -> 
     ok("cluster", "describe", "--bootstrap-server", b.bootstrap["SSL"], "--command-config", config)
 
 
+def test_cli_over_ssl_with_pkcs12_stores(secure_broker: SecureBroker) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    from clients.certificates import CertificateAuthority  # noqa: F401 - the stores below are its formats
+
+    b = secure_broker
+    cert = x509.load_pem_x509_certificate(b.client_cert.read_bytes())
+    key = serialization.load_pem_private_key(b.client_key.read_bytes(), None)
+    ca = x509.load_pem_x509_certificate(b.ca.read_bytes())
+    keystore = b.dir / "client.p12"
+    keystore.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"client", key, cert, [ca], serialization.BestAvailableEncryption(b"store-pw")))  # type: ignore[arg-type]
+    truststore = b.dir / "truststore.p12"
+    truststore.write_bytes(pkcs12.serialize_java_truststore(
+        [pkcs12.PKCS12Certificate(ca, b"ca")], serialization.BestAvailableEncryption(b"trust-pw")))
+    config = client_properties(b.dir / "ssl-p12.properties", security_protocol="SSL",
+                               ssl_truststore_type="PKCS12", ssl_truststore_location=str(truststore),
+                               ssl_truststore_password="trust-pw", ssl_keystore_type="PKCS12",
+                               ssl_keystore_location=str(keystore), ssl_keystore_password="store-pw")
+    r = ok("cluster", "describe", "--bootstrap-server", b.bootstrap["SSL"], "--command-config", config,
+           "--output", "json")
+    assert r.json()
+
+
 def test_cli_over_ssl_refused_without_certificate_or_trust(secure_broker: SecureBroker) -> None:
     b = secure_broker
     # The listener requires a client certificate.

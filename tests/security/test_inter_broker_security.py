@@ -80,6 +80,23 @@ def test_per_listener_settings_win_and_the_mechanism_must_be_enabled() -> None:
         inter_broker_security(_config(props), "INTERNAL")
 
 
+def test_control_plane_listener_has_its_own_protocol(pki: SecureInterBroker) -> None:
+    """Controller requests go to the control-plane listener: its protocol and ssl.* settings count, with
+    the inter-broker SASL mechanism (as Kafka's ControllerChannelManager builds its channel)."""
+    props = {**pki.overrides(),
+             "listeners": "PLAINTEXT://:9092,INTERNAL://:9093,CONTROL://:9094",
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROL:SSL",
+             "control.plane.listener.name": "CONTROL",
+             "listener.name.control.ssl.endpoint.identification.algorithm": ""}
+    config = _config(props)
+    control = inter_broker_security(config, "CONTROL")
+    assert control.security_protocol == "SSL" and control.auth_steps() == ()
+    assert control.ssl_context is not None and not control.ssl_context.check_hostname
+    internal = inter_broker_security(config, "INTERNAL")
+    assert internal.security_protocol == "SASL_SSL" and internal.ssl_context is not None
+    assert internal.ssl_context.check_hostname
+
+
 def test_missing_credentials_fail_at_start_up() -> None:
     props = {
         "listeners": "INTERNAL://:9093", "inter.broker.listener.name": "INTERNAL",
