@@ -276,8 +276,6 @@ def test_cli_over_ssl_with_pkcs12_stores(secure_broker: SecureBroker) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
-    from clients.certificates import CertificateAuthority  # noqa: F401 - the stores below are its formats
-
     b = secure_broker
     cert = x509.load_pem_x509_certificate(b.client_cert.read_bytes())
     key = serialization.load_pem_private_key(b.client_key.read_bytes(), None)
