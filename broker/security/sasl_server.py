@@ -495,8 +495,9 @@ class SaslAuthenticator:
         self.mechanism_server = None
         stats, listener = self.server.stats, self.server.listener
         stats.add(listener, "failed-reauthentication-total" if again else "failed-authentication-total")
-        failure_log.log(logging.INFO, f"failed-{listener}", "Failed %sauthentication with %s on listener %s (%s)",
-                        "re-" if again else "", conn.peer, listener, failure)
+        failure_log.log(logging.INFO, f"failed-{'re' if again else ''}auth-{listener}",
+                        "Failed %sauthentication with %s on listener %s (%s)", "re-" if again else "", conn.peer,
+                        listener, failure)
         if failure.response is not None:
             await conn.write_parts(failure.response)
         delay_ms = self.server.settings().failed_delay_ms

@@ -37,7 +37,7 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_TYPES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 # PLAIN users live in the JAAS config; SCRAM users are added by the tests through the admin listener.
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-REAUTH_MS = 3000
+REAUTH_MS = 4000
 
 
 def plain_jaas(users: dict[str, str]) -> str:

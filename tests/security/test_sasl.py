@@ -25,6 +25,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import decode_response, encode_request, request_type
 from tests.security.sasl_helpers import (
     PLAIN_USERS,
+    REAUTH_MS,
     SaslBroker,
     ScramExchange,
     closed_by_peer,
@@ -303,3 +304,122 @@ def test_scram_users_added_and_changed_without_restart(broker: SaslBroker) -> No
     got = _confluent_round_trip(librdkafka_config(broker.sasl_bootstrap, "SCRAM-SHA-256", user, "second"),
                                 unique("changed"), 2)
     assert got == [b"v0", b"v1"]
+
+
+# -- re-authentication (KIP-368) ---------------------------------------------------------------------------
+
+
+class _Lines(logging.Handler):
+    """librdkafka's debug log lines (confluent-kafka hands them to a Python logger)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def count(self, needle: str, thread: str = "") -> int:
+        return sum(needle in line and thread in line for line in list(self.lines))
+
+
+def test_reauthentication_keeps_a_consumer_going_and_a_changed_password_counts(broker: SaslBroker) -> None:
+    """On the REAUTH listener sessions last REAUTH_MS: librdkafka learns that from SaslAuthenticate v1+
+    and re-authenticates on the same connection before the session ends; the consumer keeps consuming
+    across several re-authentications without a reconnect. A password changed meanwhile is checked
+    at the next re-authentication, which then fails (and the client is told); with the old password
+    back, the client's next connection gets in again."""
+    user, password = credentials(broker, "SCRAM-SHA-256")
+    topic = unique("reauth")
+    lines = _Lines()
+    rdkafka_log = logging.getLogger(f"rdkafka.{topic}")
+    rdkafka_log.addHandler(lines)
+    rdkafka_log.setLevel(logging.DEBUG)
+    rdkafka_log.propagate = False
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": broker.admin_bootstrap, "linger.ms": 5})
+    consumer = Consumer({**librdkafka_config(broker.reauth_bootstrap, "SCRAM-SHA-256", user, password),
+                         "group.id": unique("g"), "auto.offset.reset": "earliest", "debug": "security,broker",
+                         "logger": rdkafka_log, "error_cb": errors.append})
+    consumed: list[int] = []  # how many re-authentications had happened when each record arrived
+
+    def pump() -> None:
+        producer.produce(topic, b"x")
+        producer.poll(0)
+        msg = consumer.poll(0.1)
+        if msg is not None and not msg.error():
+            consumed.append(lines.count("UP -> REAUTH", fetcher))
+
+    fetcher = f"/{broker.cluster.brokers[0].broker_id}]:"  # librdkafka's thread for the broker (fetches)
+    try:
+        consumer.subscribe([topic])
+        # Records keep arriving while the fetch connection re-authenticates three times.
+        wait_until(lambda: (pump(), bool(consumed) and consumed[-1] >= 3)[1], 40,
+                   "records consumed across several re-authentications")
+        assert not errors, errors
+        assert sorted(set(consumed)) == [0, 1, 2, 3], consumed  # records between every re-authentication
+        # One connection throughout: re-authenticated in place, never dropped and reconnected.
+        assert lines.count("-> CONNECT", fetcher) == 1
+        assert lines.count("-> DOWN", fetcher) == 0
+        # The broker sent the session lifetime with the authentication and each re-authentication.
+        assert lines.count(f"Received session lifetime {REAUTH_MS} ms from broker", fetcher) >= 3
+        # A new password: the next re-authentication (with the old one) fails, and the client hears why.
+        broker.set_scram(user, unique("new-pw"), "SCRAM-SHA-256")
+        wait_until(lambda: (pump(), bool(errors))[1], 30, "the failed re-authentication")
+        assert any(e.code() == KafkaError._AUTHENTICATION and "Authentication failed during re-authentication "
+                   "due to invalid credentials with SASL mechanism SCRAM-SHA-256" in e.str() for e in errors), errors
+        assert "Failed re-authentication with" in broker.log_text()
+        # The old password back: the client, reconnecting with it, is let in again and consumes on.
+        broker.set_scram(user, password, "SCRAM-SHA-256")
+        before = len(consumed)
+        wait_until(lambda: (pump(), len(consumed) > before)[1], 30, "the consumer to be back")
+    finally:
+        consumer.close()
+        producer.flush(5)
+
+
+def test_reauthentication_by_hand_and_session_end(broker: SaslBroker) -> None:
+    metadata = request_type(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False)
+    with _connect(broker.reauth_port) as s:
+        sasl_handshake(s, "PLAIN")
+        first = sasl_authenticate(s, b"\0alice\0alice-secret")
+        assert (first.error_code, first.session_lifetime_ms) == (0, REAUTH_MS)
+        # Re-authentication on the same connection: handshake and token again, a new session.
+        assert sasl_handshake(s, "PLAIN", correlation_id=3)[1].error_code == 0
+        again = sasl_authenticate(s, b"\0alice\0alice-secret", correlation_id=4)
+        assert (again.error_code, again.session_lifetime_ms) == (0, REAUTH_MS)
+        # Not twice within a second (Kafka's rule): the handshake is then out of place, nothing more.
+        assert sasl_handshake(s, "PLAIN", correlation_id=5)[1].error_code == ErrorCode.ILLEGAL_SASL_STATE
+        # Requests are served until the session ends; the first one after that closes the connection.
+        correlation_id = 6
+
+        def served() -> bool:
+            nonlocal correlation_id
+            correlation_id += 1
+            try:
+                s.sendall(encode_request(ApiKey.METADATA, 1, correlation_id, "raw", metadata))
+                return decode_response(ApiKey.METADATA, 1, recv_frame(s))[0] == correlation_id
+            except (ConnectionError, OSError):
+                return False
+
+        wait_until(lambda: not served(), REAUTH_MS / 1000 + 20, "the session to end")
+        assert closed_by_peer(s)
+    # A re-authentication may not change who the connection belongs to.
+    with _connect(broker.reauth_port) as s:
+        sasl_handshake(s, "PLAIN")
+        assert sasl_authenticate(s, b"\0alice\0alice-secret").error_code == 0
+        sasl_handshake(s, "PLAIN", correlation_id=3)
+        resp = sasl_authenticate(s, b"\0bob\0bob-secret", correlation_id=4)
+        assert (resp.error_code, resp.error_message) == (
+            ErrorCode.SASL_AUTHENTICATION_FAILED,
+            "Cannot change principals during re-authentication from User.alice: User.bob")
+        assert closed_by_peer(s)
+    # Nor the mechanism: the handshake is answered, the next token fails the connection.
+    user, password = credentials(broker, "SCRAM-SHA-256")
+    with _connect(broker.reauth_port) as s:
+        sasl_handshake(s, "PLAIN")
+        assert sasl_authenticate(s, b"\0alice\0alice-secret").error_code == 0
+        assert sasl_handshake(s, "SCRAM-SHA-256", correlation_id=3)[1].error_code == 0
+        s.sendall(encode_request(ApiKey.SASL_AUTHENTICATE, 2, 4, "raw", request_type(ApiKey.SASL_AUTHENTICATE)(
+            auth_bytes=ScramExchange("SCRAM-SHA-256", user, password).client_first())))
+        assert closed_by_peer(s)
