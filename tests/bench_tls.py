@@ -201,7 +201,8 @@ def report(results: Results, names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--brokers", default="kafkette,kafka", help="comma-separated: kafkette, kafka")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    # tests.bench calls main() with no arguments (its own argv names the benchmarks to run).
+    args = ap.parse_args(argv or [])
     names = [n for n in args.brokers.split(",") if n]
     records = int(os.environ.get("KAFKETTE_BENCH_RECORDS", "200000"))
     runs = int(os.environ.get("KAFKETTE_BENCH_RUNS", "3"))
@@ -220,4 +221,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
