@@ -48,12 +48,13 @@ class Producing(threading.Thread):
     """A kafka-python producer sending 10 KB records as fast as the broker lets it, counting the
     bytes the broker acknowledged and when."""
 
-    def __init__(self, bootstrap: str, topic: str, client_id: str, acks: int | str = 1) -> None:
+    def __init__(self, bootstrap: str, topic: str, client_id: str, acks: int | str = 1, **config: Any) -> None:
         super().__init__(daemon=True)
         from kafka import KafkaProducer
 
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, acks=acks, linger_ms=5,
-                                      batch_size=64 * 1024, max_in_flight_requests_per_connection=1)
+        config.setdefault("bootstrap_servers", bootstrap)
+        self.producer = KafkaProducer(client_id=client_id, acks=acks, linger_ms=5, batch_size=64 * 1024,
+                                      max_in_flight_requests_per_connection=1, **config)
         self.topic = topic
         self.acked = 0
         self.stop = threading.Event()
@@ -220,3 +221,31 @@ def _partition(raw: RawClient, topic: str) -> Any:
     md = raw.request(ApiKey.METADATA, 12, topics=[request_type(ApiKey.METADATA).MetadataRequestTopic(
         name=topic, topic_id=None)], allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     return md.topics[0].partitions[0]
+
+
+def test_sasl_user_quota_holds_that_user_only() -> None:
+    """A quota on /config/users/alice: alice's producer (SASL/PLAIN) is held to it, bob's beside it is not."""
+    from tests.security.sasl_helpers import SaslBroker, kafka_python_config
+
+    with SaslBroker(extra=dict(OVERRIDES)) as broker:
+        topic = unique("rate-user")
+        assert create_topic(broker.admin_bootstrap, topic, replication=1).topics[0].error_code == 0
+        with RawClient(broker.admin_bootstrap) as raw:
+            wait_until(lambda: raw.leaders(topic) == 1, 15, "a leader")
+        alter_quotas(broker.admin_bootstrap, {"user": "alice"}, producer_byte_rate=QUOTA)
+        alice = Producing("", topic, unique("same-client"),
+                          **kafka_python_config(broker.sasl_bootstrap, "PLAIN", "alice", "alice-secret"))
+        bob = Producing("", topic, unique("same-client"),
+                        **kafka_python_config(broker.sasl_bootstrap, "PLAIN", "bob", "bob-secret"))
+        alice.start()
+        try:
+            wait_until(lambda: alice.throttle_time_max() > 0, 30, "alice's producer to see a throttle time")
+            bob.start()
+            rate = measure(alice)
+            bob_rate = measure(bob, 5.0)
+            assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA, f"{rate:.0f} B/s with a quota of {QUOTA}"
+            assert bob_rate > 5 * QUOTA, f"bob, without a quota, made only {bob_rate:.0f} B/s"
+            assert bob.throttle_time_max() == 0
+        finally:
+            alice.close()
+            bob.close()
