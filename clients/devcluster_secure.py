@@ -35,13 +35,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from clients.certificates import CertificateAuthority
+from clients.client_config import client_security
 from clients.devcluster import REPO, LocalCluster, describe_brokers, run_in_foreground
 from clients.zookeeper_server import free_port
 from config.properties import read_properties
 from protocol import scram
-from protocol.client_connection import ConnectionSecurity
-from protocol.sasl_client import sasl_auth_factory
-from protocol.tls import client_context
 
 __all__ = ["ADMIN_USER", "BROKER_USER", "MECHANISM", "SecureDevCluster", "SecureFiles", "main",
            "write_scram_credentials"]
@@ -216,9 +214,7 @@ class SecureDevCluster:
         self.ca = ensure_ca(self.files)
         ensure_broker_certificate(self.files, self.ca, self.passwords["ssl.key.password"])
         self.inter_broker_base_port = inter_broker_base_port
-        self.client_security = ConnectionSecurity(
-            security_protocol="SASL_SSL", ssl_context=client_context(self.client_properties()),
-            auth=sasl_auth_factory(MECHANISM, ADMIN_USER, self.passwords["admin.password"]))
+        self.client_security = client_security(self.client_properties())  # what the CLI makes of the file
         self.scram_users_written: list[str] = []
         self.cluster = LocalCluster(
             n, base_port=base_port, base_dir=self.files.cluster_dir, zk_port=zk_port,

@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from clients.pipeline import client_security
 from clients.pipeline.streaming_job import EVENT_SCHEMA, build_session
 
 RANGE_OPTIONS = ("startingOffsets", "endingOffsets", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
@@ -43,9 +44,10 @@ ORDER BY views DESC, page
 """
 
 
-def read_slice(spark: SparkSession, bootstrap_servers: str, spec: dict[str, Any], with_records: bool) -> dict[str, Any]:
+def read_slice(spark: SparkSession, bootstrap_servers: str, spec: dict[str, Any], with_records: bool,
+               security: dict[str, str] | None = None) -> dict[str, Any]:
     opts = {"kafka.bootstrap.servers": bootstrap_servers, "failOnDataLoss": "true",
-            "kafka.client.id": "kafkette-pipeline-batch"}
+            "kafka.client.id": "kafkette-pipeline-batch", **(security or {})}
     if spec.get("topicPattern"):
         opts["subscribePattern"] = spec["topicPattern"]
     else:
@@ -99,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", help="JSON file: a list of slices to read (see the module doc)")
     ap.add_argument("--records", action="store_true", help="include every record's position in the output")
     ap.add_argument("--output", help="write the JSON result here instead of stdout")
+    ap.add_argument("--command-config", metavar="FILE",
+                    help="Kafka client properties (security.protocol, sasl.*, ssl.*), passed as kafka.* options")
     args = ap.parse_args(argv)
+    security = client_security.spark_options(client_security.load(args.command_config))
 
     if args.spec:
         with open(args.spec) as f:
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session("kafkette-page-views-batch")
     try:
-        results = [read_slice(spark, args.bootstrap_servers, s, args.records or bool(s.get("records")))
+        results = [read_slice(spark, args.bootstrap_servers, s, args.records or bool(s.get("records")), security)
                    for s in specs]
     finally:
         spark.stop()

@@ -26,9 +26,12 @@ import json
 import random
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any
+
+from clients.pipeline import client_security
 
 DEFAULT_START = "2024-05-01T10:00:00Z"
 
@@ -151,18 +154,20 @@ def generate(n: int, *, seed: int = 1, start_ms: int | None = None, span_s: floa
 
 
 def produce(events: list[PageView], bootstrap_servers: str, topic: str | list[str], *,
-            acks: str | int = "all", timeout: float = 120.0) -> list[PageView]:
+            acks: str | int = "all", timeout: float = 120.0,
+            client_config: Mapping[str, Any] | None = None) -> list[PageView]:
     """Send ``events`` in order (keyed by user; record timestamp = arrival) and record where each landed.
 
     With a list of topics the events are spread over them round-robin by user (as if each region had
-    its own topic). Raises if any send fails.
+    its own topic). Raises if any send fails. ``client_config``: extra kafka-python arguments (the
+    security settings of ``client_security.kafka_python_config``).
     """
     from kafka import KafkaProducer
 
     topics = [topic] if isinstance(topic, str) else list(topic)
     producer = KafkaProducer(
         bootstrap_servers=bootstrap_servers, acks=acks, linger_ms=20, retries=10,
-        max_in_flight_requests_per_connection=1, client_id="pipeline-generator",
+        max_in_flight_requests_per_connection=1, client_id="pipeline-generator", **(client_config or {}),
     )
     try:
         futures = []
@@ -179,7 +184,8 @@ def produce(events: list[PageView], bootstrap_servers: str, topic: str | list[st
 
 
 def create_topics(bootstrap_servers: str, names: Iterable[str], partitions: int = 3, replication: int = 3,
-                  configs: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+                  configs: dict[str, str] | None = None, timeout: float = 60.0,
+                  client_config: Mapping[str, Any] | None = None) -> None:
     """Create topics (those that exist are left alone) and wait until every partition has a leader."""
     import time
 
@@ -187,7 +193,7 @@ def create_topics(bootstrap_servers: str, names: Iterable[str], partitions: int 
     from kafka.errors import TopicAlreadyExistsError
 
     names = list(names)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="pipeline-admin")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="pipeline-admin", **(client_config or {}))
     try:
         for name in names:
             try:
@@ -227,14 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-delay-seconds", type=float, default=90.0)
     ap.add_argument("--create-topics", action="store_true", help="create the topics first (3 partitions, RF 3)")
     ap.add_argument("--out", help="write the events, one JSON object a line (with partition/offset)")
+    ap.add_argument("--command-config", metavar="FILE", help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
     args = ap.parse_args(argv)
+    client_config = client_security.kafka_python_config(client_security.load(args.command_config))
     events = generate(args.events, seed=args.seed, start_ms=parse_time_ms(args.start), span_s=args.span_seconds,
                       users=args.users, late_fraction=args.late_fraction, max_delay_s=args.max_delay_seconds)
     if args.bootstrap_servers:
         topics = args.topic or ["page-views"]
         if args.create_topics:
-            create_topics(args.bootstrap_servers, topics, configs={"retention.ms": "-1"})
-        produce(events, args.bootstrap_servers, topics)
+            create_topics(args.bootstrap_servers, topics, configs={"retention.ms": "-1"}, client_config=client_config)
+        produce(events, args.bootstrap_servers, topics, client_config=client_config)
     if args.out:
         with open(args.out, "w") as f:
             for e in events:

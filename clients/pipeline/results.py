@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 
-def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0) -> list[tuple[str | None, dict[str, Any]]]:
-    """Every record of ``topic`` from the beginning to its current end: ``(key, decoded JSON value)``."""
+def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0,
+               client_config: Mapping[str, Any] | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+    """Every record of ``topic`` from the beginning to its current end: ``(key, decoded JSON value)``.
+    ``client_config``: extra kafka-python arguments (security settings)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="pipeline-results",
                              enable_auto_commit=False, auto_offset_reset="earliest",
-                             isolation_level="read_committed")
+                             isolation_level="read_committed", **(client_config or {}))
     try:
         deadline = time.monotonic() + timeout
         parts = consumer.partitions_for_topic(topic)

@@ -10,6 +10,10 @@ mode), to two sinks, each its own streaming query with its own checkpoint under 
 * the Kafka sink, into ``--output-topic``: key ``<window start>|<page>``, value a JSON object;
 * Parquet files under ``--parquet-dir`` (Spark's file sink: exactly once through its ``_spark_metadata``).
 
+``--command-config FILE``: a Kafka client properties file (``make run-secure`` writes one) whose
+security settings go to the source and the sink as ``kafka.``-prefixed options (``kafka.security.protocol``,
+``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.type``, ...).
+
 ``--trigger available-now`` (the default) processes everything in the topics, then stops; a later run
 with the same checkpoint directory resumes where the previous one stopped. ``--trigger 30s`` runs
 continuously with a micro-batch every 30 seconds.
@@ -27,6 +31,8 @@ import sys
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
+
+from clients.pipeline import client_security
 
 # The value of each Kafka record. Fields not listed here are ignored; missing ones are null.
 EVENT_SCHEMA = StructType([
@@ -76,6 +82,7 @@ def kafka_source_options(args: argparse.Namespace) -> dict[str, str]:
         "kafka.client.id": "kafkette-pipeline-source",
         # Pattern subscriptions see new matching topics within this period.
         "kafka.metadata.max.age.ms": "5000",
+        **client_security.spark_options(client_security.load(args.command_config)),
     }
     if args.topic:
         opts["subscribe"] = ",".join(args.topic)
@@ -135,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--starting-offsets", default="earliest")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=0)
     ap.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
+    ap.add_argument("--command-config", metavar="FILE",
+                    help="Kafka client properties (security.protocol, sasl.*, ssl.*) for the source and the sink")
     args = ap.parse_args(argv)
     args.fail_on_data_loss = args.fail_on_data_loss == "true"
 
@@ -153,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         .outputMode("append")
         .option("kafka.bootstrap.servers", args.bootstrap_servers)
         .option("kafka.client.id", "kafkette-pipeline-sink")
+        .options(**client_security.spark_options(client_security.load(args.command_config)))
         .option("topic", args.output_topic)
         .option("checkpointLocation", f"{args.checkpoint_dir}/kafka")
         .queryName("page_views_to_kafka")
