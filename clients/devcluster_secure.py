@@ -26,7 +26,7 @@ import hmac
 import os
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,14 +158,24 @@ def _issued_by(cert: x509.Certificate, ca: CertificateAuthority) -> bool:
     return True
 
 
-def ensure_broker_certificate(files: SecureFiles, ca: CertificateAuthority, key_password: str) -> None:
-    """The brokers' certificate (one for all: they all listen on this host), re-issued only when
-    missing, expiring, or not signed by ``ca``."""
+def _dns_names(cert: x509.Certificate) -> set[str]:
+    try:
+        return set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+                   .get_values_for_type(x509.DNSName))
+    except x509.ExtensionNotFound:
+        return set()
+
+
+def ensure_broker_certificate(files: SecureFiles, ca: CertificateAuthority, key_password: str,
+                              hosts: Sequence[str] = ()) -> None:
+    """The brokers' certificate (one for all; valid for localhost, 127.0.0.1 and ``hosts``), re-issued
+    only when missing, expiring, not signed by ``ca`` or missing one of ``hosts``."""
     if files.broker_cert.exists() and files.broker_keystore.exists():
         cert = x509.load_pem_x509_certificate(files.broker_cert.read_bytes())
-        if _issued_by(cert, ca) and cert.not_valid_after_utc > _now() + datetime.timedelta(days=1):
+        if (_issued_by(cert, ca) and cert.not_valid_after_utc > _now() + datetime.timedelta(days=1)
+                and set(hosts) <= _dns_names(cert)):
             return
-    issued = ca.issue_server("CN=kafkette-broker,O=kafkette")
+    issued = ca.issue_server("CN=kafkette-broker,O=kafkette", extra_dns=hosts)
     pem = issued.write_pem(files.ssl_dir, "broker", key_password=key_password)
     assert pem.keystore == files.broker_keystore and pem.cert == files.broker_cert
 
@@ -202,6 +212,55 @@ def _credential_matches(stored: str, mechanism: str, password: str) -> bool:
     return hmac.compare_digest(old.stored_key, new.stored_key) and hmac.compare_digest(old.server_key, new.server_key)
 
 
+def secure_broker_properties(files: SecureFiles, passwords: Mapping[str, str], client_listener: str,
+                             broker_listener: str) -> dict[str, str]:
+    """Everything but the listeners' addresses: both listeners SASL_SSL with SCRAM-SHA-512, TLS from
+    the state directory's files, the ACL authorizer with the admin and broker users as super users."""
+    return {
+        "listener.security.protocol.map": f"{client_listener}:SASL_SSL,{broker_listener}:SASL_SSL",
+        "inter.broker.listener.name": broker_listener,
+        "sasl.enabled.mechanisms": MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": MECHANISM,
+        # Server side: SCRAM users come from ZooKeeper; the broker listener's entry also holds the
+        # broker's own credentials for its connections to other brokers.
+        f"listener.name.{client_listener.lower()}.{MECHANISM.lower()}.sasl.jaas.config": scram_jaas_config(),
+        f"listener.name.{broker_listener.lower()}.{MECHANISM.lower()}.sasl.jaas.config":
+            scram_jaas_config(BROKER_USER, passwords["broker.password"]),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(files.broker_keystore),
+        "ssl.key.password": passwords["ssl.key.password"],
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(files.ca_pem),
+        "authorizer.class.name": ACL_AUTHORIZER,
+        "super.users": f"User:{ADMIN_USER};User:{BROKER_USER}",
+    }
+
+
+def admin_client_properties(passwords: Mapping[str, str], ca_pem: str | Path) -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": MECHANISM,
+        "sasl.jaas.config": scram_jaas_config(ADMIN_USER, passwords["admin.password"]),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_pem),
+    }
+
+
+def admin_kcat_properties(passwords: Mapping[str, str], ca_pem: str | Path) -> dict[str, str]:
+    return {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": MECHANISM,
+        "sasl.username": ADMIN_USER,
+        "sasl.password": passwords["admin.password"],
+        "ssl.ca.location": str(ca_pem),
+    }
+
+
+CLIENT_PROPERTIES_HEADER = ("Kafka client configs for the secured cluster, as user admin (a super user):\n"
+                            "kafkette --command-config, Kafka's tools, Java clients, Spark's kafka.* options.")
+KCAT_HEADER = "librdkafka configs for the secured cluster, as user admin: kcat -F <this file>."
+
+
 class SecureDevCluster:
     """A ``LocalCluster`` whose listeners are SASL_SSL, with the files clients need to reach it."""
 
@@ -226,25 +285,7 @@ class SecureDevCluster:
     # -- broker side ------------------------------------------------------------------------------
 
     def common_broker_properties(self) -> dict[str, str]:
-        f, pw = self.files, self.passwords
-        return {
-            "listener.security.protocol.map": f"{CLIENT_LISTENER}:SASL_SSL,{BROKER_LISTENER}:SASL_SSL",
-            "inter.broker.listener.name": BROKER_LISTENER,
-            "sasl.enabled.mechanisms": MECHANISM,
-            "sasl.mechanism.inter.broker.protocol": MECHANISM,
-            # Server side: SCRAM users come from ZooKeeper; the BROKER entry also holds the broker's own
-            # credentials for its connections to other brokers.
-            f"listener.name.{CLIENT_LISTENER.lower()}.{MECHANISM.lower()}.sasl.jaas.config": scram_jaas_config(),
-            f"listener.name.{BROKER_LISTENER.lower()}.{MECHANISM.lower()}.sasl.jaas.config":
-                scram_jaas_config(BROKER_USER, pw["broker.password"]),
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(f.broker_keystore),
-            "ssl.key.password": pw["ssl.key.password"],
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(f.ca_pem),
-            "authorizer.class.name": ACL_AUTHORIZER,
-            "super.users": f"User:{ADMIN_USER};User:{BROKER_USER}",
-        }
+        return secure_broker_properties(self.files, self.passwords, CLIENT_LISTENER, BROKER_LISTENER)
 
     def listener_properties(self, broker_id: int, client_port: int) -> dict[str, str]:
         ib = self.inter_broker_base_port + broker_id if self.inter_broker_base_port else free_port()
@@ -258,29 +299,12 @@ class SecureDevCluster:
     # -- client side ------------------------------------------------------------------------------
 
     def client_properties(self) -> dict[str, str]:
-        return {
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanism": MECHANISM,
-            "sasl.jaas.config": scram_jaas_config(ADMIN_USER, self.passwords["admin.password"]),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(self.files.ca_pem),
-        }
-
-    def kcat_properties(self) -> dict[str, str]:
-        return {
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanisms": MECHANISM,
-            "sasl.username": ADMIN_USER,
-            "sasl.password": self.passwords["admin.password"],
-            "ssl.ca.location": str(self.files.ca_pem),
-        }
+        return admin_client_properties(self.passwords, self.files.ca_pem)
 
     def write_client_files(self) -> None:
-        _write_properties(self.files.client_properties, self.client_properties(),
-                          "Kafka client configs for the secured dev cluster, as user admin (a super user):\n"
-                          "kafkette --command-config, Kafka's tools, Java clients, Spark's kafka.* options.")
-        _write_properties(self.files.kcat_config, self.kcat_properties(),
-                          "librdkafka configs for the secured dev cluster, as user admin: kcat -F <this file>.")
+        _write_properties(self.files.client_properties, self.client_properties(), CLIENT_PROPERTIES_HEADER)
+        _write_properties(self.files.kcat_config, admin_kcat_properties(self.passwords, self.files.ca_pem),
+                          KCAT_HEADER)
 
     @property
     def bootstrap(self) -> str:
@@ -328,6 +352,45 @@ other users:  kafkette scram --command-config {f.client_properties} --bootstrap-
 """
 
 
+def init_only(state_dir: Path, zk_connect: str, broker_hosts: Sequence[str], *, client_listener: str,
+              broker_listener: str, owner: str | None = None, host_dir: Path | None = None,
+              host_path: str | None = None) -> None:
+    """What the secured compose profile's one-shot init service does (deploy/compose.secure.yml):
+    the CA, the brokers' certificate (valid for ``broker_hosts``), passwords and SCRAM users as for the
+    dev cluster, plus ``broker.properties`` with the security settings for the brokers to include, and
+    ``client.properties`` for containers. ``host_dir`` (a bind mount, seen by the host as
+    ``host_path``) gets ca.pem, client.properties and kcat.conf for clients on the host, owned by the
+    directory's owner. ``owner`` ("uid:gid") is given the state directory (the brokers' user)."""
+    files = SecureFiles(state_dir)
+    passwords = ensure_passwords(files)
+    ca = ensure_ca(files)
+    ensure_broker_certificate(files, ca, passwords["ssl.key.password"], broker_hosts)
+    _write_properties(state_dir / "broker.properties",
+                      secure_broker_properties(files, passwords, client_listener, broker_listener),
+                      "Security settings of every broker (written by the init service).")
+    _write_properties(files.client_properties, admin_client_properties(passwords, files.ca_pem),
+                      CLIENT_PROPERTIES_HEADER)
+    _write_properties(files.kcat_config, admin_kcat_properties(passwords, files.ca_pem), KCAT_HEADER)
+    written = write_scram_credentials(zk_connect, {ADMIN_USER: passwords["admin.password"],
+                                                   BROKER_USER: passwords["broker.password"]})
+    print(f"SCRAM credentials written to {zk_connect} for: {', '.join(written) or 'nobody (already there)'}")
+    if owner:
+        uid, _, gid = owner.partition(":")
+        for path in [state_dir, *state_dir.rglob("*")]:
+            os.chown(path, int(uid), int(gid or uid))
+    if host_dir is not None:
+        seen_as = Path(host_path or host_dir)
+        host_dir.mkdir(parents=True, exist_ok=True)
+        (host_dir / "ca.pem").write_bytes(files.ca_pem.read_bytes())
+        _write_properties(host_dir / "client.properties", admin_client_properties(passwords, seen_as / "ca.pem"),
+                          CLIENT_PROPERTIES_HEADER)
+        _write_properties(host_dir / "kcat.conf", admin_kcat_properties(passwords, seen_as / "ca.pem"), KCAT_HEADER)
+        st = host_dir.stat()
+        for name in ("ca.pem", "client.properties", "kcat.conf"):
+            os.chown(host_dir / name, st.st_uid, st.st_gid)
+        print(f"client files for the host: {seen_as}/client.properties, {seen_as}/kcat.conf, {seen_as}/ca.pem")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run a local kafkette cluster with SASL_SSL listeners, SCRAM users "
                                              "and an ACL authorizer.")
@@ -340,7 +403,24 @@ def main(argv: list[str] | None = None) -> int:
                     help="Prometheus port of broker 0; broker i serves metrics on port+i (-1: off)")
     ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster-secure"),
                     help="state directory: CA, certificates, passwords, client files, data (kept)")
+    init = ap.add_argument_group("--init-only: prepare files and SCRAM users for brokers started elsewhere "
+                                 "(the compose profile's init service), start nothing")
+    init.add_argument("--init-only", action="store_true")
+    init.add_argument("--zookeeper-connect", help="zookeeper.connect of those brokers, chroot included")
+    init.add_argument("--broker-host", action="append", default=[], help="a host name the brokers are reached by")
+    init.add_argument("--client-listener", default="EXTERNAL")
+    init.add_argument("--broker-listener", default="INTERNAL")
+    init.add_argument("--owner", help="uid:gid to give the state directory (the brokers' user)")
+    init.add_argument("--host-dir", help="also write the host's client files here")
+    init.add_argument("--host-path", help="the path the host knows --host-dir by")
     args = ap.parse_args(argv)
+    if args.init_only:
+        if not args.zookeeper_connect:
+            ap.error("--init-only needs --zookeeper-connect")
+        init_only(Path(args.dir), args.zookeeper_connect, args.broker_host, client_listener=args.client_listener,
+                  broker_listener=args.broker_listener, owner=args.owner,
+                  host_dir=Path(args.host_dir) if args.host_dir else None, host_path=args.host_path)
+        return 0
     secure = SecureDevCluster(args.brokers, base_port=args.port, state_dir=args.dir, zk_port=args.zk_port,
                               metrics_base_port=None if args.metrics_port < 0 else args.metrics_port,
                               inter_broker_base_port=args.inter_broker_port)

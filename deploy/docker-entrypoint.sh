@@ -9,7 +9,9 @@
 #   KAFKA_LISTENER_SECURITY_PROTOCOL_MAP=...   -> listener.security.protocol.map=...
 # Variables that configure the JVM in Kafka's images (KAFKA_OPTS, KAFKA_HEAP_OPTS, ...) are skipped.
 # A base file ($KAFKETTE_BASE_CONFIG, default /etc/kafkette/server.properties if present) is copied
-# first; environment values are appended after it, so they win.
+# first, then the files listed in $KAFKETTE_CONFIG_FILES (space-separated; the secured compose profile
+# includes the security settings its init service wrote, passwords included, this way); environment
+# values are appended after them, so they win.
 #
 #   docker-entrypoint.sh                 write the file, then run the broker (exec)
 #   docker-entrypoint.sh --print-config  write the file to stdout and exit
@@ -46,6 +48,16 @@ render_config() {
     cat "$BASE_CONFIG"
     echo
   fi
+  local f
+  for f in ${KAFKETTE_CONFIG_FILES:-}; do
+    if [[ ! -r "$f" ]]; then
+      echo "docker-entrypoint: $f (KAFKETTE_CONFIG_FILES) is not readable" >&2
+      return 1
+    fi
+    echo "# from $f"
+    cat "$f"
+    echo
+  done
   echo "# from the environment ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
   local var
   while IFS= read -r var; do
@@ -68,7 +80,8 @@ if [[ -z "${KAFKA_ZOOKEEPER_CONNECT:-}" ]] && ! grep -qs '^zookeeper.connect=' "
   exit 2
 fi
 mkdir -p "$(dirname "$CONFIG_OUT")"
-render_config > "$CONFIG_OUT"
+# The file may hold passwords (ssl.key.password, sasl.jaas.config): readable by its owner only.
+(umask 077 && render_config > "$CONFIG_OUT")
 echo "docker-entrypoint: wrote $CONFIG_OUT" >&2
 
 # The data directories: log.dirs, else log.dir (the last value in the file wins, as in the broker).

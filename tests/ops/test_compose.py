@@ -26,6 +26,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -222,6 +223,78 @@ def test_zookeeper_ensemble_override(images: None) -> None:
         with Admin(st.bootstrap) as admin:
             admin.create_topic(unique("ensemble"), partitions=3, replication=3)  # needs ZooKeeper writes
         assert sorted(m for z, m in modes().items() if z != leader) == ["follower", "leader"]
+    finally:
+        st.remove_everything()
+
+
+def test_secured_profile(images: None, tmp_path: Path) -> None:
+    """deploy/compose.secure.yml: the init service makes the CA, the brokers' certificate, passwords and
+    the SCRAM users; the brokers come up with SASL_SSL listeners and the ACL authorizer; host clients use
+    the client files it wrote (the kafkette CLI, kcat, kafka-python); a user without ACLs is refused; a
+    second init reuses what the first made. (A project of its own, before the main stack.)"""
+    from clients.pipeline import client_security
+
+    st = new_stack(f"{PROJECT}sec", "deploy/compose.secure.yml")
+    host_dir = tmp_path / "secure"
+    host_dir.mkdir()
+    st.env["KAFKETTE_SECURE_DIR"] = str(host_dir)
+    st.remove_everything()
+    try:
+        st.up("zookeeper")
+        st.wait_healthy(["zookeeper"])
+        st.up("secure-init")
+        assert st.podman("wait", st.container("secure-init"), timeout=300).stdout.strip() == "0", st.logs("secure-init")
+        assert "SCRAM credentials written to zookeeper:2181/kafkette for: admin, kafkette-broker" in st.logs("secure-init")
+        ca = (host_dir / "ca.pem").read_bytes()
+        props = host_dir / "client.properties"
+        assert f"ssl.truststore.location={host_dir}/ca.pem" in props.read_text().splitlines()
+        st.up(*BROKERS)
+        st.wait_healthy(BROKERS)
+        rendered = st.podman("exec", st.container("broker-2"), "cat", "/var/lib/kafkette/server.properties").stdout
+        assert "listener.security.protocol.map=INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL" in rendered.splitlines()
+        assert "authorizer.class.name=kafka.security.authorizer.AclAuthorizer" in rendered.splitlines()
+
+        def cli(*args: str, config: Path = props, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "clients.cli", args[0], "--command-config", str(config),
+                                   "--bootstrap-server", st.bootstrap.split(",")[0], *args[1:]],
+                                  input=stdin, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+        topic = unique("secure")
+        created = cli("topics", "--create", "--topic", topic, "--partitions", "3", "--replication-factor", "3")
+        assert created.returncode == 0, created.stderr
+        assert topic in cli("topics", "--list").stdout.split()
+        # kcat with the written librdkafka config: every broker, at its EXTERNAL address, over SASL_SSL.
+        md = subprocess.run([KCAT, "-F", str(host_dir / "kcat.conf"), "-b", st.bootstrap, "-L", "-J"],
+                            capture_output=True, text=True, timeout=60)
+        assert md.returncode == 0, md.stderr
+        assert {b["name"] for b in json.loads(md.stdout)["brokers"]} == {f"localhost:{st.ports[b]}" for b in BROKERS}
+        # kafka-python with the same settings: acks=all over the replicated (SASL_SSL) inter-broker listener.
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=st.bootstrap, acks="all",
+                                 **client_security.kafka_python_config(client_security.load(props)))
+        try:
+            for i in range(30):
+                producer.send(topic, value=f"secure-{i}".encode(), partition=i % 3).get(60)
+        finally:
+            producer.close(30)
+        got = cli("console-consumer", "--topic", topic, "--from-beginning", "--max-messages", "30",
+                  "--timeout-ms", "30000")
+        assert sorted(got.stdout.split()) == sorted(f"secure-{i}" for i in range(30)), got.stderr
+        # Another user authenticates but, without ACLs, may not write.
+        assert cli("scram", "--alter", "--entity-type", "users", "--entity-name", "bob",
+                   "--add-config", "SCRAM-SHA-512=[password=bob-secret]").returncode == 0
+        bob = tmp_path / "bob.properties"
+        bob.write_text(re.sub(r'username="admin" password="[^"]+"', 'username="bob" password="bob-secret"',
+                              props.read_text()))
+        refused = cli("console-producer", "--topic", topic, config=bob, stdin="nope\n")
+        assert refused.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+        # The init service again (as on every `up`): same CA, nothing rewritten in ZooKeeper.
+        st.podman("rm", st.container("secure-init"))
+        st.up("secure-init")
+        assert st.podman("wait", st.container("secure-init"), timeout=300).stdout.strip() == "0"
+        assert "for: nobody (already there)" in st.logs("secure-init")
+        assert (host_dir / "ca.pem").read_bytes() == ca
     finally:
         st.remove_everything()
 
