@@ -9,8 +9,10 @@ Listeners of ``SaslBroker``:
   ``listener.name.sasl_plaintext.<mechanism>.sasl.jaas.config``; sessions do not end;
 - ``REAUTH`` (mapped to SASL_PLAINTEXT): the same mechanisms with one broker-wide ``sasl.jaas.config``
   holding both login modules, and ``listener.name.reauth.connections.max.reauth.ms`` short, so
-  clients must re-authenticate (KIP-368) every few seconds;
-- ``SASL_SSL`` when a TLS directory is given (certificates from ``clients/certificates.py``).
+  clients must re-authenticate (KIP-368) every few seconds.
+
+SASL_SSL is tested on an in-process broker with the TLS fixtures of ``conftest.py``
+(``test_sasl_ssl.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from clients.devcluster import LocalCluster
@@ -50,14 +51,10 @@ def scram_jaas() -> str:
 
 
 class SaslBroker:
-    def __init__(self, *, tls_dir: Path | None = None, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, *, extra: dict[str, str] | None = None) -> None:
         self.plain_port, self.sasl_port, self.reauth_port = free_port(), free_port(), free_port()
-        self.ssl_port = free_port() if tls_dir is not None else None
         listeners = {"PLAINTEXT": self.plain_port, "SASL_PLAINTEXT": self.sasl_port, "REAUTH": self.reauth_port}
         protocols = {"PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "REAUTH": "SASL_PLAINTEXT"}
-        if self.ssl_port is not None:
-            listeners["SASL_SSL"] = self.ssl_port
-            protocols["SASL_SSL"] = "SASL_SSL"
         spec = ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items())
         overrides = {
             "listeners": spec,
@@ -73,12 +70,6 @@ class SaslBroker:
             "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
             "group.initial.rebalance.delay.ms": "0",
         }
-        if tls_dir is not None:
-            overrides.update({
-                "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
-                "listener.name.sasl_ssl.ssl.keystore.location": str(tls_dir / "broker.pem"),
-                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_jaas(),
-            })
         overrides.update(extra or {})
         self.cluster = LocalCluster(1, base_port=self.plain_port, overrides=overrides, metrics_base_port=None)
 
@@ -111,19 +102,23 @@ class SaslBroker:
         """Upsert ``user``'s credential; with ``wait``, return once the broker accepts it (the broker
         answers when ZooKeeper has it; its credential cache follows the change notification a moment
         later, as every broker's does in Kafka)."""
-        self._upsert_scram(user, password, mechanism, iterations)
+        upsert_scram(self.plain_port, user, password, mechanism, iterations)
         if wait:
             wait_until(lambda: scram_login(self.sasl_port, mechanism, user, password), 30,
                        f"the {mechanism} credential of {user} to count")
 
-    def _upsert_scram(self, user: str, password: str, mechanism: str, iterations: int) -> None:
-        al = request_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
-        salt = os.urandom(16)
-        salted = hashlib.pbkdf2_hmac(scram.MECHANISMS[mechanism], password.encode(), salt, iterations)
-        resp = admin_call(self.plain_port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=[], upsertions=[
-            al.ScramCredentialUpsertion(name=user, mechanism=SCRAM_TYPES[mechanism], iterations=iterations,
-                                        salt=salt, salted_password=salted)])
-        assert [(r.user, r.error_code) for r in resp.results] == [(user, 0)], resp
+
+
+def upsert_scram(port: int, user: str, password: str, mechanism: str, iterations: int = 4096) -> None:
+    """AlterUserScramCredentials over the PLAINTEXT listener on ``port`` (the client salts the
+    password, as Kafka's admin client does)."""
+    al = request_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac(scram.MECHANISMS[mechanism], password.encode(), salt, iterations)
+    resp = admin_call(port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=[], upsertions=[
+        al.ScramCredentialUpsertion(name=user, mechanism=SCRAM_TYPES[mechanism], iterations=iterations,
+                                    salt=salt, salted_password=salted)])
+    assert [(r.user, r.error_code) for r in resp.results] == [(user, 0)], resp
 
 
 def admin_call(port: int, api: int, version: int, **fields: Any) -> Any:
