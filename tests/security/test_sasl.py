@@ -28,6 +28,7 @@ from tests.security.sasl_helpers import (
     REAUTH_MS,
     SaslBroker,
     ScramExchange,
+    admin_call,
     closed_by_peer,
     kafka_python_config,
     librdkafka_config,
@@ -423,3 +424,43 @@ def test_reauthentication_by_hand_and_session_end(broker: SaslBroker) -> None:
         s.sendall(encode_request(ApiKey.SASL_AUTHENTICATE, 2, 4, "raw", request_type(ApiKey.SASL_AUTHENTICATE)(
             auth_bytes=ScramExchange("SCRAM-SHA-256", user, password).client_first())))
         assert closed_by_peer(s)
+
+
+# -- the SCRAM credential APIs answer as Kafka's ZooKeeper-mode broker does ------------------------------
+
+
+def test_scram_credential_apis_validate_as_kafka_does(broker: SaslBroker) -> None:
+    al = request_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+    ds = request_type(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+
+    def up(name: str, mechanism: int = 1, iterations: int = 4096) -> Any:
+        return al.ScramCredentialUpsertion(name=name, mechanism=mechanism, iterations=iterations, salt=b"s" * 16,
+                                           salted_password=b"p" * 32)
+
+    good, dup, missing = unique("good"), unique("dup"), unique("missing")
+    resp = admin_call(broker.plain_port, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, upsertions=[
+        up(""), up("mech", mechanism=3), up("few", iterations=4095), up("many", iterations=16385), up(dup), up(dup),
+        up(good), up(good, mechanism=2)], deletions=[al.ScramCredentialDeletion(name=missing, mechanism=1)])
+    assert {r.user: (r.error_code, r.error_message) for r in resp.results} == {
+        "": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
+        "mech": (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
+        "few": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"),
+        "many": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
+        dup: (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"),
+        missing: (ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"),
+        good: (ErrorCode.NONE, None)}
+    resp = admin_call(broker.plain_port, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=[
+        ds.UserName(name=good), ds.UserName(name=missing), ds.UserName(name=""), ds.UserName(name=dup),
+        ds.UserName(name=dup)])
+    results = {r.user: r for r in resp.results}
+    assert [(c.mechanism, c.iterations) for c in results[good].credential_infos] == [(1, 4096), (2, 4096)]
+    assert (results[missing].error_code, results[missing].error_message) == (
+        ErrorCode.RESOURCE_NOT_FOUND, f"Attempt to describe a user credential that does not exist: {missing}")
+    assert (results[""].error_code, results[""].error_message) == (
+        ErrorCode.RESOURCE_NOT_FOUND, "Username must not be empty")
+    assert (results[dup].error_code, results[dup].error_message) == (
+        ErrorCode.DUPLICATE_RESOURCE,
+        f"Cannot describe SCRAM credentials for the same user twice in a single request: {dup}")
+    everyone = admin_call(broker.plain_port, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=None)
+    names = [r.user for r in everyone.results]
+    assert good in names and names == sorted(names) and missing not in names
