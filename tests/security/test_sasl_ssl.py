@@ -15,7 +15,8 @@ from tests.security.sasl_helpers import scram_jaas, upsert_scram, wait_until
 
 def _set_scram(broker: InProcessBroker, user: str, password: str, mechanism: str) -> None:
     upsert_scram(broker.ports["PLAINTEXT"], user, password, mechanism)
-    wait_until(lambda: broker.call(lambda: broker.broker.sasl.credentials.get(mechanism, user)) is not None, 30,
+    # A dictionary read from this thread: the cache is only ever replaced entry by entry on the loop.
+    wait_until(lambda: broker.broker.sasl.credentials.get(mechanism, user) is not None, 30,
                "the broker's credential cache to have the user")
 
 
