@@ -7,7 +7,8 @@ per broker is filled once over PLAINTEXT with RECORDS records of RECORD_SIZE byt
 uncompressed, so the fetched bytes are the log's bytes). Then Kafka's ``ConsumerPerformance`` reads the
 whole topic again and again, alternating protocols and brokers, each run with a fresh consumer group.
 Printed: every run (MB/s of the fetch phase, the broker's CPU seconds from /proc/<pid>/stat), the
-medians, the SSL/PLAINTEXT ratio per broker and the kafkette/Kafka ratio per protocol.
+medians, the SSL/PLAINTEXT ratio per broker and the kafkette/Kafka ratio per protocol. Kafka runs with
+the JVM's full JIT (see ``full_jit``). The consumer is the same Java client for both brokers.
 
     python -m tests.bench tls                 # or: make bench
     KAFKETTE_BENCH_RECORDS=300000 KAFKETTE_BENCH_RUNS=5 python -m tests.bench_tls [--brokers kafkette,kafka]
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 RECORD_SIZE = 1024
 PROTOCOLS = ("PLAINTEXT", "SSL")
@@ -107,6 +109,25 @@ def kafkette_broker(directory: Path) -> Iterator[Broker]:
 
 
 @contextmanager
+def full_jit() -> Iterator[None]:
+    """KafkaZkBroker starts Kafka with -XX:TieredStopAtLevel=1 (a quick start for tests). Code compiled
+    by C1 only has no AES-GCM intrinsics, which makes Kafka's TLS many times dearer than in production,
+    so here Kafka runs with the JVM's full JIT, as it does in production."""
+    real = subprocess.Popen
+
+    def popen(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        if isinstance(args, list) and "kafka.Kafka" in args:
+            args = [a for a in args if a != "-XX:TieredStopAtLevel=1"]
+        return real(args, *rest, **kwargs)
+
+    subprocess.Popen = popen  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        subprocess.Popen = real  # type: ignore[misc]
+
+
+@contextmanager
 def apache_kafka_broker(directory: Path) -> Iterator[Broker]:
     from tests.ops.kafka_broker import KafkaZkBroker
 
@@ -114,7 +135,8 @@ def apache_kafka_broker(directory: Path) -> Iterator[Broker]:
     kafka = KafkaZkBroker(broker_configs(directory, ports))
     kafka.port = ports["PLAINTEXT"]
     try:
-        kafka.start()
+        with full_jit():
+            kafka.start()
         assert kafka.process is not None
         yield Broker("kafka", kafka.process.pid, ports)
     finally:
