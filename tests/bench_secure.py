@@ -262,7 +262,7 @@ def report(results: Results, names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--brokers", default="kafkette,kafka", help="comma-separated: kafkette, kafka")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    args = ap.parse_args(argv or [])  # tests.bench calls main() with its own argv in sys.argv
     names = [n for n in args.brokers.split(",") if n]
     records = int(os.environ.get("KAFKETTE_BENCH_RECORDS", "200000"))
     runs = int(os.environ.get("KAFKETTE_BENCH_RUNS", "3"))
@@ -298,4 +298,4 @@ def _wait_for_login(broker: Broker, config: Path, timeout: float = 60.0) -> None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
