@@ -73,8 +73,20 @@ def leader_of(cluster: Any, topic: str) -> Any:
         wait_until(lambda: raw.leaders(topic) == 1, 15, f"a leader for {topic}")
         md = raw.request(ApiKey.METADATA, 12, topics=[request_type(ApiKey.METADATA).MetadataRequestTopic(
             name=topic, topic_id=None)], allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    leader = md.topics[0].partitions[0].leader_id
-    return next(b for b in cluster.brokers if b.broker_id == leader)
+    leader_id = md.topics[0].partitions[0].leader_id
+    leader = next(b for b in cluster.brokers if b.broker_id == leader_id)
+    # The leader itself may learn of its leadership a moment after the metadata says so.
+    with RawClient(leader.bootstrap) as raw:
+        wait_until(lambda: _serves(raw, topic), 15, f"broker {leader_id} to lead {topic}")
+    return leader
+
+
+def _serves(raw: RawClient, topic: str) -> bool:
+    try:
+        raw.list_offset(topic, 0)
+    except AssertionError:
+        return False
+    return True
 
 
 def other_broker(cluster: Any, broker: Any) -> Any:
@@ -96,8 +108,12 @@ def produce(raw: RawClient, topic: str, data: bytes, acks: int = 1) -> Any:
 
 
 def produce_until_throttled(raw: RawClient, topic: str, data: bytes, timeout: float = 30.0) -> tuple[float, Any]:
-    """Produce ``data`` until a response carries a throttle time (the quota may still be on its way
-    through ZooKeeper); returns when that request was sent, and its response."""
+    """Produce ``data`` every half second until a response carries a throttle time (the quota may still
+    be on its way through ZooKeeper); returns when that request was sent, and its response.
+
+    Paced, because once any quota is in use the broker measures every client (as Kafka does): bytes
+    sent before the quota arrived count against it, and an unpaced loop would earn a throttle of
+    minutes."""
     deadline = time.monotonic() + timeout
     while True:
         sent = time.monotonic()
@@ -105,6 +121,7 @@ def produce_until_throttled(raw: RawClient, topic: str, data: bytes, timeout: fl
         if response.throttle_time_ms > 0:
             return sent, response
         assert time.monotonic() < deadline, "no produce was throttled"
+        time.sleep(0.5)
 
 
 def fetch(raw: RawClient, topic: str, offset: int, max_bytes: int = 8 << 20) -> Any:
@@ -147,7 +164,8 @@ def test_produce_over_quota_is_throttled_and_muted_others_are_not(cluster: Any) 
     # Set through the other broker: the leader learns it from ZooKeeper.
     alter_quotas(other_broker(cluster, leader).bootstrap, {"client-id": slow}, producer_byte_rate=QUOTA)
     data = batch(3 * QUOTA // 2)  # 150 KB at once: 1.5 times the quota over the one-second minimum span
-    with RawClient(leader.bootstrap, client_id=slow) as raw, RawClient(leader.bootstrap, client_id=free) as other:
+    with RawClient(leader.bootstrap, client_id=slow, timeout=60) as raw, \
+            RawClient(leader.bootstrap, client_id=free) as other:
         sent, response = produce_until_throttled(raw, topic, data)
         # The muted connection reads nothing before the throttle time is up: the response to the
         # next (cheap) request comes no earlier than that after the throttled request was sent.
@@ -171,13 +189,13 @@ def test_quota_changes_apply_without_restart(cluster: Any) -> None:
     assert create_topic(cluster.bootstrap, topic).topics[0].error_code == 0
     leader = leader_of(cluster, topic)
     data = batch(3 * QUOTA // 2)
-    with RawClient(leader.bootstrap, client_id=client) as raw:
+    with RawClient(leader.bootstrap, client_id=client, timeout=60) as raw:
         assert produce(raw, topic, data).throttle_time_ms == 0
         alter_quotas(other_broker(cluster, leader).bootstrap, {"client-id": client}, producer_byte_rate=QUOTA)
         produce_until_throttled(raw, topic, data)
         # Removed: the next request is measured against no quota at all.
         alter_quotas(other_broker(cluster, leader).bootstrap, {"client-id": client}, producer_byte_rate=None)
-        wait_until(lambda: produce(raw, topic, data).throttle_time_ms == 0, 30, "the quota to be removed")
+        wait_until(lambda: produce(raw, topic, data).throttle_time_ms == 0, 60, "the quota to be removed", interval=0.5)
         assert all(produce(raw, topic, data).throttle_time_ms == 0 for _ in range(3))
 
 
