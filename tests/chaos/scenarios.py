@@ -1,0 +1,308 @@
+"""The fault matrix: each scenario says what it breaks, what Kafka promises, what kafkette promises.
+
+A scenario's ``fault`` runs with a ``Ctx`` (the cluster, its seeded random generator, the workloads and
+the timings) after the workloads are warm, applies its faults, holds them, and heals them. Everything
+random in a schedule (which broker, how long, in which order) comes from ``ctx.rng``, seeded from the
+run's seed and the scenario's key, so ``CHAOS_SEED=<seed> CHAOS_SCENARIOS=<key>`` replays it.
+
+Topics (all RF=3, min.insync.replicas=2): ``events`` (3 partitions, the idempotent acks=all producer,
+read by the copy job and the consumer group), ``events-acks1`` (the acks=1 producer), ``copy`` (the copy
+job's output). Partition 0 of ``events`` is the one aimed at: the scenario picks its leader.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.chaos.cluster import ChaosCluster
+from tests.chaos.nodes import wait
+
+TOPIC = "events"
+ACKS1_TOPIC = "events-acks1"
+COPY_TOPIC = "copy"
+PARTITIONS = 3
+
+
+@dataclass
+class Timings:
+    hold: float  # how long a fault stays once it took effect
+    warmup_acks: int  # acknowledged records before the first fault
+    settle: float  # producing after the heal, before the workloads stop
+
+    @staticmethod
+    def for_run(quick: bool) -> Timings:
+        return Timings(hold=8.0, warmup_acks=100, settle=3.0) if quick else Timings(hold=25.0, warmup_acks=400,
+                                                                                      settle=10.0)
+
+
+@dataclass
+class Ctx:
+    cluster: ChaosCluster
+    rng: random.Random
+    timings: Timings
+    workloads: Any  # tests.chaos.runner.Workloads
+    events: list[str] = field(default_factory=list)  # the timeline, for the report
+    t0: float = field(default_factory=time.monotonic)
+    fault_start: float = 0.0
+    healed_at: float = 0.0
+    problems: list[str] = field(default_factory=list)  # the harness could not do what the schedule said
+
+    def note(self, what: str) -> None:
+        line = f"+{time.monotonic() - self.t0:6.1f}s {what}"
+        self.events.append(line)
+        print(f"    {line}", flush=True)
+
+    def hold(self, seconds: float | None = None) -> None:
+        """Keep the faults as they are: this is the schedule, not a wait for a condition."""
+        time.sleep(self.timings.hold if seconds is None else seconds)
+
+    def wait_for(self, what: str, check: Callable[[], Any], timeout: float) -> bool:
+        ok = wait(check, timeout)
+        self.note(f"{what}: {'yes' if ok else f'NOT within {timeout:.0f}s'}")
+        return ok
+
+    def start_fault(self, what: str) -> None:
+        if not self.fault_start:
+            self.fault_start = time.monotonic()
+        self.note(what)
+
+    def heal(self) -> None:
+        self.cluster.net.heal()
+        for p in self.cluster.proxies.values():
+            p.set()
+        self.healed_at = time.monotonic()
+        self.note("healed")
+
+
+Placement = Callable[[ChaosCluster, random.Random], dict[str, int]]
+
+
+@dataclass
+class Scenario:
+    key: str
+    title: str
+    kafka_promise: str
+    our_promise: str
+    fault: Callable[[Ctx], None]
+    brokers: int = 3
+    proxied: bool = False
+    # Roles chosen before the cluster starts (the broker whose clock is faked must be known then).
+    clock_broker: Callable[[random.Random], int] | None = None
+    clock_start_offset: int = 0
+    # The leader of events-0: "non-controller", "controller", or a broker id from the clock choice.
+    leader: str = "non-controller"
+
+
+# ------------------------------------------------------------------------------------------------
+# Roles
+
+
+def leader0(ctx: Ctx) -> int:
+    return ctx.cluster.leader(TOPIC, 0)
+
+
+def followers0(ctx: Ctx) -> list[int]:
+    replicas = ctx.cluster.zkv.get_topic_assignment(TOPIC).partitions[0].replicas
+    lead = leader0(ctx)
+    return [r for r in replicas if r != lead]
+
+
+def name(broker_id: int) -> str:
+    return f"b{broker_id}"
+
+
+def wait_rejoined(ctx: Ctx, broker_id: int) -> None:
+    ctx.wait_for(f"broker {broker_id} registered again", lambda: broker_id in ctx.cluster.registered(), 60)
+
+
+# ------------------------------------------------------------------------------------------------
+# The faults
+
+
+def leader_cut_from_zookeeper(ctx: Ctx) -> None:
+    lead = leader0(ctx)
+    ctx.start_fault(f"cut leader {lead} (not the controller) off from ZooKeeper; clients still reach it")
+    ctx.cluster.net.partition(name(lead), "zk")
+    ctx.wait_for(f"leadership of {TOPIC}-0 moved away from {lead}", lambda: leader0(ctx) not in (lead, -1), 60)
+    ctx.hold()
+    ctx.heal()
+    wait_rejoined(ctx, lead)
+
+
+def leader_cut_from_followers(ctx: Ctx) -> None:
+    lead = leader0(ctx)
+    others = [name(b.broker_id) for b in ctx.cluster.brokers if b.broker_id != lead]
+    ctx.start_fault(f"cut leader {lead} off from the other brokers ({', '.join(others)}); ZooKeeper and clients "
+                    "still reach it")
+    ctx.cluster.net.isolate(name(lead), others)
+    ctx.hold(ctx.timings.hold + 6)  # past replica.lag.time.max.ms, so the ISR question comes up
+    ctx.heal()
+
+
+def controller_cut_from_zookeeper(ctx: Ctx) -> None:
+    old = ctx.cluster.controller()
+    ctx.start_fault(f"cut controller {old} (also leader of {TOPIC}-0) off from ZooKeeper")
+    ctx.cluster.net.partition(name(old), "zk")
+    ctx.wait_for("another broker became controller", lambda: ctx.cluster.controller() not in (old, -1), 60)
+    ctx.hold()
+    ctx.heal()
+    wait_rejoined(ctx, old)
+
+
+def one_way_leader_to_follower(ctx: Ctx) -> None:
+    lead = leader0(ctx)
+    follower = ctx.rng.choice(followers0(ctx))
+    ctx.start_fault(f"drop every packet from leader {lead} to follower {follower} (the other way still works)")
+    ctx.cluster.net.block(name(lead), name(follower))
+    ctx.wait_for(f"follower {follower} left the ISR of {TOPIC}-0",
+                 lambda: follower not in ctx.cluster.isr(TOPIC, 0), 60)
+    ctx.hold()
+    ctx.heal()
+    ctx.wait_for(f"follower {follower} back in the ISR", lambda: follower in ctx.cluster.isr(TOPIC, 0), 90)
+
+
+def loss_and_jitter(ctx: Ctx) -> None:
+    ctx.start_fault("10% packet loss on every link (nftables numgen), every connection delayed 0-200 ms per "
+                    "chunk (proxies)")
+    for p in ctx.cluster.proxies.values():
+        p.set(latency_ms=100, jitter_ms=100)
+    ctx.cluster.net.loss(10)
+    ctx.hold(ctx.timings.hold * 2)
+    ctx.heal()
+
+
+def session_expiry_in_burst(ctx: Ctx) -> None:
+    lead = leader0(ctx)
+    producer = ctx.workloads.producer
+    ctx.start_fault(f"produce burst; cut leader {lead} off from ZooKeeper until its session expires")
+    producer.burst(True)
+    try:
+        ctx.cluster.net.partition(name(lead), "zk")
+        ctx.wait_for(f"broker {lead}'s ZooKeeper session expired (registration gone)",
+                     lambda: lead not in ctx.cluster.registered(), 60)
+        ctx.heal()
+        wait_rejoined(ctx, lead)
+        ctx.hold(ctx.timings.hold / 2)
+    finally:
+        producer.burst(False)
+
+
+def clock_jumps(ctx: Ctx) -> None:
+    lead = leader0(ctx)
+    clock = ctx.cluster.clocks[lead]
+    first, second = ctx.rng.choice([(3600, -3600), (-3600, 3600)])
+    ctx.start_fault(f"leader {lead} runs {clock.offset_s:+d} s off; its wall clock now jumps to {first:+d} s")
+    clock.set(first)
+    ctx.hold()
+    ctx.note(f"leader {lead}'s wall clock jumps to {second:+d} s")
+    clock.set(second)
+    ctx.hold()
+    ctx.note(f"leader {lead}'s wall clock back to real time")
+    clock.set(0)
+    ctx.heal()
+
+
+def rolling_restart_during_reassignment(ctx: Ctx) -> None:
+    cluster = ctx.cluster
+    n = len(cluster.brokers)
+    current = {p: list(r.replicas) for p, r in cluster.zkv.get_topic_assignment(TOPIC).partitions.items()}
+    target = {p: [b for b in range(n) if b not in reps][:1] + reps[1:] for p, reps in current.items()}
+    ctx.start_fault("reassign " + ", ".join(f"{TOPIC}-{p}: {current[p]} -> {target[p]}" for p in sorted(target)))
+    result = cluster.admin().alter_reassignments({(TOPIC, p): r for p, r in target.items()})
+    bad = {tp: r for tp, r in result.items() if r[0]}
+    if bad:
+        ctx.problems.append(f"reassignment refused: {bad}")
+    order = list(range(n))
+    ctx.rng.shuffle(order)
+    for b in order:
+        broker = cluster.brokers[b]
+        ctx.note(f"restart broker {b} (SIGTERM, controlled shutdown)")
+        broker.stop(timeout=60)
+        broker.start()
+        try:
+            broker.wait_ready(1, timeout=90)
+        except RuntimeError as e:
+            ctx.problems.append(str(e).splitlines()[0])
+        ctx.wait_for(f"broker {b} back in every ISR it belongs to", lambda b=b: all(
+            b in cluster.isr(TOPIC, p) for p, reps in cluster.zkv.get_topic_assignment(TOPIC).partitions.items()
+            if b in reps.replicas), 90)
+    ctx.heal()
+    done = ctx.wait_for("reassignment complete", lambda: all(
+        list(cluster.zkv.get_topic_assignment(TOPIC).partitions[p].replicas) == target[p] for p in target)
+        and not cluster.admin().list_reassignments(), 120)
+    if not done:
+        ctx.problems.append("the reassignment did not complete after the restarts")
+
+
+def coordinator_cut_during_commit(ctx: Ctx) -> None:
+    job = ctx.workloads.copy_job
+    coord = -1
+
+    def find() -> bool:
+        nonlocal coord
+        coord = ctx.cluster.transaction_coordinator(job.TRANSACTIONAL_ID)
+        return coord >= 0
+
+    ctx.wait_for("transaction coordinator known", find, 30)
+    ctx.wait_for("a transaction is committing", job.in_commit.is_set, 30)
+    ctx.start_fault(f"cut transaction coordinator {coord} off from everything (clients, brokers, ZooKeeper) "
+                    "during a commit")
+    ctx.cluster.net.isolate(name(coord))
+    ctx.hold()
+    ctx.heal()
+    wait_rejoined(ctx, coord)
+
+
+def _random_broker(n: int) -> Callable[[random.Random], int]:
+    return lambda rng: rng.randrange(n)
+
+
+NO_LOSS = "acks=all with min.insync.replicas=2: no acknowledged write lost, no duplicate or reordering with " \
+          "idempotence; transactions all or nothing; committed offsets never go back."
+
+SCENARIOS: list[Scenario] = [
+    Scenario("1", "leader isolated from ZooKeeper, not from clients",
+             "acks=all: the old leader cannot advance its high watermark once followers follow the new leader, "
+             "so nothing it acknowledges is lost; acks=1 writes it takes meanwhile are truncated (lost).",
+             NO_LOSS + " acks=1 may lose the same writes.", leader_cut_from_zookeeper),
+    Scenario("2", "leader isolated from followers only",
+             "acks=all writes to the leader stall (followers cannot fetch, the ISR cannot shrink without the "
+             "controller); nothing acknowledged is lost.", NO_LOSS, leader_cut_from_followers),
+    Scenario("3", "controller isolated from ZooKeeper",
+             "A new controller is elected; the old one resigns when its session expires and its requests carry "
+             "a stale controller epoch; no acknowledged write lost.", NO_LOSS, controller_cut_from_zookeeper,
+             leader="controller"),
+    Scenario("4", "one-way partition leader -> follower",
+             "The follower's fetches get no answers, it leaves the ISR, writes go on with the other two "
+             "replicas; nothing acknowledged is lost.", NO_LOSS, one_way_leader_to_follower),
+    Scenario("5", "10% packet loss + 0-200 ms jitter on every link",
+             "Slower, with retries; nothing acknowledged is lost or duplicated.", NO_LOSS, loss_and_jitter,
+             proxied=True),
+    Scenario("6", "ZooKeeper session expiry during a produce burst",
+             "The broker re-registers with a new session; leadership may move; requests in flight fail and "
+             "are retried; nothing acknowledged is lost.", NO_LOSS, session_expiry_in_burst),
+    Scenario("9", "leader's clock 1 h behind at start, then jumps +-1 h",
+             "Wall time drives timestamps and time-based retention; replication, ISR and sessions run on the "
+             "monotonic clock, so nothing acknowledged is lost.", NO_LOSS, clock_jumps,
+             clock_broker=_random_broker(3), clock_start_offset=-3600, leader="clock"),
+    Scenario("10", "rolling restart during partition reassignment (4 brokers)",
+             "Each broker's controlled shutdown moves leadership first; the reassignment completes; nothing "
+             "acknowledged is lost.", NO_LOSS, rolling_restart_during_reassignment, brokers=4),
+    Scenario("11", "transaction coordinator partitioned away during a commit",
+             "The transaction commits or aborts as a whole (KIP-98): read_committed output equals the input "
+             "exactly.", NO_LOSS, coordinator_cut_during_commit),
+]
+
+
+def by_key(keys: list[str] | None) -> list[Scenario]:
+    if not keys:
+        return list(SCENARIOS)
+    known = {s.key: s for s in SCENARIOS}
+    unknown = [k for k in keys if k not in known]
+    if unknown:
+        raise SystemExit(f"no scenario {', '.join(unknown)}; there are {', '.join(known)}")
+    return [known[k] for k in keys]

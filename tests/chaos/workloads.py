@@ -1,0 +1,410 @@
+"""The workloads a scenario runs while its faults happen, each a real client in a thread of its own.
+
+- ``VerifyingProducer``: confluent-kafka (librdkafka), values ``<session>:<seq>`` sent round-robin over
+  the partitions; remembers every acknowledgment (partition, offset, when) and every failure. The main
+  one is idempotent with acks=all; a second one with acks=1 and no idempotence shows what Kafka's weaker
+  setting may lose.
+- ``CopyJob``: a transactional copy (KIP-98/447): read_committed in, each batch written to the output
+  topic and its input offsets committed in one transaction. Output values carry the transaction's tag
+  and size, so a checker can tell a torn transaction from a whole one.
+- ``GroupConsumer``: a consumer group member committing offsets synchronously after each batch.
+- ``OffsetMonitor``: polls the groups' committed offsets from the brokers (OffsetFetch) and remembers
+  every value it saw, so a committed offset going backwards shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# librdkafka logs connection failures at level 3 through this logger; the faults make many of them.
+CLIENT_LOG = logging.getLogger("chaos.rdkafka")
+CLIENT_LOG.setLevel(logging.CRITICAL)
+
+
+def _client_base(bootstrap: str, client_id: str) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap, "client.id": client_id, "reconnect.backoff.max.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 5000, "socket.connection.setup.timeout.ms": 5000}
+
+
+@dataclass
+class Ack:
+    seq: int
+    partition: int
+    offset: int
+    at: float
+
+
+@dataclass
+class ProducerLog:
+    session: str
+    topic: str
+    acks: str
+    idempotent: bool
+    sent: dict[int, int] = field(default_factory=dict)  # seq -> partition
+    acked: list[Ack] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)  # seq -> error
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ack_times(self, partition: int | None = None) -> list[float]:
+        with self.lock:
+            return sorted(a.at for a in self.acked if partition is None or a.partition == partition)
+
+    def ack_count(self) -> int:
+        with self.lock:
+            return len(self.acked)
+
+
+class VerifyingProducer:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, acks: str = "all", idempotent: bool = True,
+                 rate: float = 50.0, name: str = "p") -> None:
+        self.bootstrap = bootstrap
+        self.partitions = partitions
+        self.interval = 1.0 / rate
+        self.log = ProducerLog(f"{name}-{uuid.uuid4().hex[:6]}", topic, acks, idempotent)
+        self._stop = threading.Event()
+        self._burst = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"producer-{self.log.session}", daemon=True)
+        self.error: BaseException | None = None
+        self.undelivered = 0
+
+    def start(self) -> VerifyingProducer:
+        from confluent_kafka import Producer
+
+        conf = _client_base(self.bootstrap, self.log.session)
+        conf.update({"acks": self.log.acks, "enable.idempotence": self.log.idempotent, "linger.ms": 5,
+                     "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100})
+        if not self.log.idempotent:
+            conf["max.in.flight.requests.per.connection"] = 5
+        self.producer = Producer(conf, logger=CLIENT_LOG)
+        self._thread.start()
+        return self
+
+    def burst(self, on: bool) -> None:
+        """While on, send as fast as the client accepts records (a produce burst)."""
+        (self._burst.set if on else self._burst.clear)()
+
+    def _report(self, seq: int) -> Any:
+        def report(err: Any, msg: Any) -> None:
+            with self.log.lock:
+                if err is not None:
+                    self.log.failed[seq] = str(err)
+                else:
+                    self.log.acked.append(Ack(seq, msg.partition(), msg.offset(), time.monotonic()))
+        return report
+
+    def _run(self) -> None:
+        seq = 0
+        try:
+            while not self._stop.is_set():
+                partition = seq % self.partitions
+                value = f"{self.log.session}:{seq}".encode()
+                while True:
+                    try:
+                        self.producer.produce(self.log.topic, value=value, partition=partition,
+                                              on_delivery=self._report(seq))
+                        break
+                    except BufferError:
+                        self.producer.poll(0.1)
+                with self.log.lock:
+                    self.log.sent[seq] = partition
+                seq += 1
+                self.producer.poll(0)
+                if not self._burst.is_set():
+                    self._stop.wait(self.interval)
+        except BaseException as e:  # reported by the checker
+            self.error = e
+
+    def stop(self, timeout: float = 60) -> ProducerLog:
+        self._stop.set()
+        self._thread.join(30)
+        self.undelivered = self.producer.flush(timeout)
+        if self.undelivered:
+            self.producer.purge()
+            self.producer.flush(5)
+        return self.log
+
+
+# ------------------------------------------------------------------------------------------------
+# The transactional copy job
+
+
+@dataclass
+class CopyStats:
+    committed: int = 0  # transactions committed
+    aborted: int = 0
+    restarts: int = 0  # new producer instances after a fatal error (the old one fenced)
+    errors: list[str] = field(default_factory=list)
+    commit_times: list[float] = field(default_factory=list)
+
+
+class CopyJob:
+    """Copies ``source`` to ``sink`` partition by partition with exactly-once semantics."""
+
+    TRANSACTIONAL_ID = "chaos-copy"
+    GROUP = "chaos-copy"
+    CALL_TIMEOUT = 30.0  # seconds for each transactional call; librdkafka retries inside it
+
+    def __init__(self, bootstrap: str, source: str, sink: str, partitions: int) -> None:
+        self.bootstrap = bootstrap
+        self.source = source
+        self.sink = sink
+        self.partitions = partitions
+        self.stats = CopyStats()
+        self.in_commit = threading.Event()  # set while commit_transaction runs (scenario 11 aims at it)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="copy-job", daemon=True)
+        self.error: BaseException | None = None
+        self.incarnation = 0
+        self.busy_since: float | None = None  # when the call in progress started (a hang shows here)
+
+    def start(self) -> CopyJob:
+        self._thread.start()
+        return self
+
+    def _open(self) -> tuple[Any, Any]:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+
+        self.incarnation += 1
+        cid = f"copy-{self.incarnation}"
+        consumer = Consumer({**_client_base(self.bootstrap, cid), "group.id": self.GROUP,
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 10000},
+                            logger=CLIENT_LOG)
+        tps = [TopicPartition(self.source, p) for p in range(self.partitions)]
+        committed = self._call(consumer.committed, tps, 10)
+        consumer.assign([TopicPartition(self.source, tp.partition, tp.offset if tp.offset >= 0 else -2)
+                         for tp in committed])
+        producer = Producer({**_client_base(self.bootstrap, cid), "transactional.id": self.TRANSACTIONAL_ID,
+                             "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
+                             "request.timeout.ms": 10000}, logger=CLIENT_LOG)
+        self._call(producer.init_transactions, self.CALL_TIMEOUT)
+        return consumer, producer
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        self.busy_since = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.busy_since = None
+
+    def _rewind(self, consumer: Any) -> None:
+        """After an abort: go back to the last committed input offsets."""
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(self.source, p) for p in range(self.partitions)]
+        for tp in self._call(consumer.committed, tps, 10):
+            consumer.seek(TopicPartition(self.source, tp.partition, tp.offset if tp.offset >= 0 else -2))
+
+    def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        consumer = producer = None
+        txn = 0
+        while not self._stop.is_set():
+            try:
+                if producer is None:
+                    consumer, producer = self._open()
+                msgs = [m for m in consumer.consume(num_messages=200, timeout=0.5) if m.error() is None]
+                if not msgs:
+                    continue
+                txn += 1
+                tag = f"{self.incarnation}.{txn}/{len(msgs)}"
+                producer.begin_transaction()
+                for m in msgs:
+                    while True:
+                        try:
+                            producer.produce(self.sink, value=m.value() + b"|" + tag.encode(),
+                                             partition=m.partition())
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+                positions = consumer.position(consumer.assignment())
+                self._call(producer.send_offsets_to_transaction, positions, consumer.consumer_group_metadata(),
+                           self.CALL_TIMEOUT)
+                self._commit(producer)
+            except KafkaException as e:
+                err = e.args[0]
+                self.stats.errors.append(f"{time.monotonic():.1f} {err}")
+                if err.txn_requires_abort():
+                    with contextlib.suppress(KafkaException):
+                        self._call(producer.abort_transaction, self.CALL_TIMEOUT)
+                        self.stats.aborted += 1
+                    with contextlib.suppress(KafkaException):
+                        self._rewind(consumer)
+                    continue
+                # Fatal (fenced, or the producer's state is unknown): a new producer with the same
+                # transactional.id fences this one and aborts whatever it left open.
+                self.stats.restarts += 1
+                self._close(consumer, producer)
+                consumer = producer = None
+                self._stop.wait(1.0)
+            except BaseException as e:
+                self.error = e
+                break
+        self._close(consumer, producer)
+
+    def _commit(self, producer: Any) -> None:
+        from confluent_kafka import KafkaException
+
+        self.in_commit.set()
+        try:
+            while True:
+                try:
+                    self._call(producer.commit_transaction, self.CALL_TIMEOUT)
+                    self.stats.committed += 1
+                    self.stats.commit_times.append(time.monotonic())
+                    return
+                except KafkaException as e:
+                    if e.args[0].retriable() and not self._stop.is_set():
+                        self.stats.errors.append(f"{time.monotonic():.1f} commit retried: {e.args[0]}")
+                        continue
+                    raise
+        finally:
+            self.in_commit.clear()
+
+    @staticmethod
+    def _close(consumer: Any, producer: Any) -> None:
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                producer.flush(5)
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                consumer.close()
+
+    def stop(self, timeout: float = 60) -> bool:
+        """True if the job's thread ended (False: a client call hung)."""
+        self._stop.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+# ------------------------------------------------------------------------------------------------
+# A consumer group committing offsets
+
+
+class GroupConsumer:
+    GROUP = "chaos-group"
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.values: dict[bytes, int] = {}  # value -> times consumed
+        self.commits: list[tuple[float, dict[int, int]]] = []
+        self.commit_errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="group-consumer", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> GroupConsumer:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({**_client_base(self.bootstrap, "chaos-group-member"), "group.id": self.GROUP,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "session.timeout.ms": 10000}, logger=CLIENT_LOG)
+        self.consumer.subscribe([self.topic])
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            while not self._stop.is_set():
+                msgs = [m for m in self.consumer.consume(num_messages=500, timeout=0.5) if m.error() is None]
+                if not msgs:
+                    continue
+                for m in msgs:
+                    self.values[m.value()] = self.values.get(m.value(), 0) + 1
+                try:
+                    done = self.consumer.commit(asynchronous=False)
+                    self.commits.append((time.monotonic(), {tp.partition: tp.offset for tp in done or []}))
+                except KafkaException:
+                    self.commit_errors += 1  # uncommitted records are read again: at least once
+        except BaseException as e:
+            self.error = e
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        with contextlib.suppress(Exception):
+            self.consumer.close()
+
+
+class OffsetMonitor:
+    """Every ``interval`` seconds: each group's committed offsets as the brokers answer OffsetFetch."""
+
+    def __init__(self, bootstrap: str, groups: list[str], interval: float = 0.5) -> None:
+        from clients.admin import WireClient
+
+        self.client = WireClient(bootstrap, client_id="chaos-offset-monitor", timeout=5.0)
+        self.groups = groups
+        self.interval = interval
+        self.seen: dict[str, list[tuple[float, dict[tuple[str, int], int]]]] = {g: [] for g in groups}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="offset-monitor", daemon=True)
+
+    def start(self) -> OffsetMonitor:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for g in self.groups:
+                try:
+                    self.seen[g].append((time.monotonic(), self.client.committed_offsets(g)))
+                except Exception as e:  # the coordinator is moving or cut off: ask again later
+                    log.debug("OffsetFetch %s: %r", g, e)
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.client.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading a topic back
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int, *, read_committed: bool = False,
+               timeout: float = 60) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of each partition up to its end (high watermark; last stable offset with
+    read_committed), as (offset, value)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    # Partition EOF events tell where fetching reached the end; a consumer's position cannot, as it
+    # stops before trailing control records (transaction markers).
+    consumer = Consumer({**_client_base(bootstrap, "chaos-reader"), "group.id": f"chaos-reader-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": "read_committed" if read_committed else "read_uncommitted"},
+                        logger=CLIENT_LOG)
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout
+        while len(done) < partitions and time.monotonic() < deadline:
+            for m in consumer.consume(num_messages=1000, timeout=0.5):
+                p = m.partition()
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and m.offset() >= ends[p]:
+                        done.add(p)
+                    continue
+                if m.offset() < ends[p]:
+                    out[p].append((m.offset(), m.value()))
+        if len(done) < partitions:
+            raise TimeoutError(f"could not read {topic} to its end {ends} in {timeout}s "
+                               f"(partitions {sorted(set(range(partitions)) - done)} behind)")
+        return out
+    finally:
+        consumer.close()
