@@ -1,4 +1,4 @@
-"""Security-related APIs as a ZooKeeper-mode Kafka broker with PLAINTEXT listeners answers them.
+"""Security-related APIs: out-of-place SASL requests, client quotas and SCRAM credentials.
 
 - SASL: authentication happens before a request reaches these handlers (broker/security/sasl_server.py
   answers SaslHandshake and SaslAuthenticate on SASL listeners until the client is authenticated).
@@ -9,7 +9,8 @@
   entity configs (``/config/users/<user>``, ``/config/users/<user>/clients/<client>``,
   ``/config/clients/<client>``, ``/config/ips/<ip>``, ``<default>`` for defaults; user names
   sanitized like Kafka's Sanitizer), with change notifications, and described back from there.
-  Quotas are recorded, not yet enforced (no request throttling): see the README.
+  Every broker follows those notifications: quotas are enforced from broker/quota/, SCRAM
+  credentials are checked by broker/security/sasl_scram.py.
 """
 
 from __future__ import annotations

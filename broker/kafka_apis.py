@@ -9,8 +9,9 @@ With ``control.plane.listener.name`` set, the controller-to-broker APIs (LeaderA
 StopReplica) are served only on that listener. A request for one of them on another listener is
 answered the way Kafka's network layer answers an API its listener does not enable (and the way it
 treats an Envelope off the privileged listener): no response, the connection is closed. Kafka 3.9 in
-ZooKeeper mode itself serves them on every listener and relies on CLUSTER_ACTION authorization; the
-listener check is what stands in for it here, since kafkette has no authorizer.
+ZooKeeper mode itself serves them on every listener and relies on CLUSTER_ACTION authorization alone;
+here both apply: the listener check, and CLUSTER_ACTION when an authorizer is configured
+(broker/controller_glue.py).
 
 Client quotas (broker/quota/) are enforced here, after the handler, as Kafka's KafkaApis and
 RequestHandlerHelper do: Produce records its request bytes, a consumer Fetch its response bytes (and is
