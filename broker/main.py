@@ -38,6 +38,8 @@ def run_broker(config_path: str, overrides: list[str]) -> int:
         print(f"kafkette: invalid configuration: {e}", file=sys.stderr)
         return 2
     for name in sorted(config.unknown):
+        if BrokerConfig.listener_override_of(name) is not None:
+            continue  # listener.name.<l>.ssl.* and the like: read per listener, not unknown
         log.warning("The configuration '%s' was supplied but isn't a known config.", name)
     # Before any log is opened: the highest open files limit we may have, and a segment file cache
     # sized to it (one warning now when it is too small, rather than EMFILE somewhere later).

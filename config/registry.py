@@ -1098,6 +1098,19 @@ class BrokerConfig:
                 return parse_value(name, layer[key])
         return self.get(name)
 
+    @staticmethod
+    def listener_override_of(key: str) -> str | None:
+        """The broker config a ``listener.name.<l>.[<mech>.]<config>`` key overrides, or None when the
+        key is not such an override (so callers do not report it as unknown, as Kafka does not)."""
+        if not key.startswith(LISTENER_PREFIX):
+            return None
+        _listener, _, tail = key[len(LISTENER_PREFIX):].partition(".")
+        for candidate in (tail, tail.partition(".")[2]):
+            defn = REGISTRY.get(candidate)
+            if defn is not None and defn.broker:
+                return candidate
+        return None
+
     def listener_is_set(self, listener: str, name: str, mechanism: str | None = None) -> bool:
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
         key = f"{prefix}{mechanism.lower()}.{name}" if mechanism else f"{prefix}{name}"
