@@ -64,7 +64,7 @@ typecheck: install
 clean:
 	rm -rf $(VENV) .cache build *.egg-info
 
-# The PySpark pipeline (clients/pipeline, docs/pipeline.md): installs PySpark (pyproject's `pipeline`
+# The PySpark pipeline (clients/pipeline; README, "The Spark pipeline"): installs PySpark (pyproject's `pipeline`
 # extra) and the Spark Kafka connector's jars once, then runs the streaming job with spark-submit against
 # $BOOTSTRAP_SERVERS, or a local 3-broker cluster when it is not set.
 .PHONY: pipeline
