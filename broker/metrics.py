@@ -37,6 +37,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from broker.security.sasl_server import SaslStats
 from protocol.api_versions import SUPPORTED, ApiKey
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
     from broker.replica_manager import ReplicaManager
     from broker.request_queue import RequestPermits
+    from broker.security.sasl_server import BrokerSasl
     from broker.wiring import BrokerComponents
     from config.registry import BrokerConfig
     from protocol.messages import Request
@@ -90,6 +92,8 @@ class MetricsSource(Protocol):
     def connection_quotas(self) -> ConnectionQuotas: ...
     @property
     def request_permits(self) -> RequestPermits: ...
+    @property
+    def sasl(self) -> BrokerSasl: ...
 
 # Request latency bucket bounds, milliseconds.
 LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
@@ -198,6 +202,7 @@ class BrokerCollector:
             conns.add_metric([name], n)
         out.append(conns)
         out.extend(self._connection_limit_metrics())
+        out.extend(self._authentication_metrics())
         idle = self._idle_ratio()
         out.append(GaugeMetricFamily("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
                                      "Fraction of time the request handler (the event loop) was idle, 0..1.",
@@ -352,6 +357,25 @@ class BrokerCollector:
                         byte_rate.add_sample("kafka_server_quota_byte_rate", labels, measured)
                     throttle.add_sample("kafka_server_quota_throttle_time", labels, sensors.throttle_time.measure(now))
         return [byte_rate, throttle, request_time, tokens, mutation_rate]
+
+    def _authentication_metrics(self) -> list[Metric]:
+        """SASL logins per listener, under the names the JMX exporter gives Kafka's socket-server-metrics
+        (successful-authentication-total, failed-authentication-total, ...). A family is exported even
+        with no SASL listener, so dashboards and alerts can name it on every broker."""
+        stats = self.broker.sasl.stats
+        out: list[Metric] = []
+        for kafka_name in SaslStats.NAMES:
+            name = "kafka_server_socket_server_metrics_" + kafka_name.replace("-", "_")
+            help_text = f"SASL {kafka_name} per listener (socket-server-metrics)."
+            family: CounterMetricFamily | GaugeMetricFamily
+            if name.endswith("_total"):  # prometheus-client adds the suffix to the series itself
+                family = CounterMetricFamily(name.removesuffix("_total"), help_text, labels=["listener"])
+            else:
+                family = GaugeMetricFamily(name, help_text, labels=["listener"])
+            for listener in sorted(self.broker.sasl.servers):
+                family.add_metric([listener], stats.totals(listener)[kafka_name])
+            out.append(family)
+        return out
 
     def _connection_limit_metrics(self) -> list[Metric]:
         """Connections opened, closed and refused, and the bound on requests in flight (SocketServer,

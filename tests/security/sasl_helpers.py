@@ -71,7 +71,20 @@ class SaslBroker:
             "group.initial.rebalance.delay.ms": "0",
         }
         overrides.update(extra or {})
-        self.cluster = LocalCluster(1, base_port=self.plain_port, overrides=overrides, metrics_base_port=None)
+        self.cluster = LocalCluster(1, base_port=self.plain_port, overrides=overrides, metrics_base_port=0)
+
+    def metric(self, name: str, listener: str) -> float:
+        """One series of the broker's Prometheus endpoint, e.g. a socket-server-metrics counter."""
+        import urllib.request
+
+        url = self.cluster.brokers[0].metrics_url
+        assert url is not None
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+        for line in text.splitlines():
+            if line.startswith(f'{name}{{listener="{listener}"}} '):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"{name} for listener {listener} not exported")
 
     def __enter__(self) -> SaslBroker:
         self.cluster.start()

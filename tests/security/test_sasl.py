@@ -156,6 +156,8 @@ def test_kcat_over_sasl_scram_sha_512(broker: SaslBroker) -> None:
 def test_wrong_credentials_fail_for_stock_clients_and_others_are_served(
         broker: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
     scram_user, scram_password = credentials(broker, "SCRAM-SHA-256")
+    failed = "kafka_server_socket_server_metrics_failed_authentication_total"
+    failed_before = broker.metric(failed, "SASL_PLAINTEXT")
     # kafka-python: it sees SASL_AUTHENTICATION_FAILED with the broker's message (and, as it does,
     # keeps retrying until max_block_ms): a wrong PLAIN password, a SCRAM user on the wrong mechanism.
     for mechanism, user, password, message in (
@@ -184,6 +186,10 @@ def test_wrong_credentials_fail_for_stock_clients_and_others_are_served(
                                                   scram_password), unique("after"), 3)
     assert got == [b"v0", b"v1", b"v2"]
     assert "Failed authentication with" in broker.log_text()
+    # Every refused login is counted, per listener, under Kafka's socket-server metric name.
+    assert broker.metric(failed, "SASL_PLAINTEXT") >= failed_before + 3
+    assert broker.metric("kafka_server_socket_server_metrics_successful_authentication_total",
+                         "SASL_PLAINTEXT") >= 1
 
 
 def _connect(port: int) -> socket.socket:
