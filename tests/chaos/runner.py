@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import sys
 import time
 import traceback
@@ -80,6 +81,7 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
     timings = Timings.for_run(quick)
     clock_broker = scenario.clock_broker(rng) if scenario.clock_broker else None
     directory = base / scenario.key
+    shutil.rmtree(directory, ignore_errors=True)  # a replay starts from nothing
     cluster = ChaosCluster(scenario.brokers, directory, proxied=scenario.proxied,
                            clocks={clock_broker} if clock_broker is not None else None, seed=rng.randrange(1 << 30))
     if clock_broker is not None:
@@ -127,11 +129,10 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
             _copied(cluster, workloads.copy_job) >= sum(len(r) for r in source.values())
             and expected <= workloads.group.values.keys()), RECOVERY_TIMEOUT)
         if not workloads.copy_job.stop(60):
-            busy = workloads.copy_job.busy_since
-            ctx.problems.append("the copy job's client call hung" + (
-                f" for {time.monotonic() - busy:.0f}s" if busy else ""))
-        if not copied and workloads.copy_job.stats.errors:
-            ctx.problems.append(f"copy job behind; last client errors: {workloads.copy_job.stats.errors[-3:]}")
+            rows[2].notes.append("the copy job's last client call was still stuck at the end")
+        if not copied:
+            ctx.problems.append("the copy job or the group did not catch up; last copy job errors: "
+                                f"{workloads.copy_job.stats.errors[-3:]}")
         workloads.group.stop()
         workloads.monitor.stop()
         start = ctx.fault_start or end
@@ -141,8 +142,10 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         rows[1].unavailable_s = _unavailable(plog1, start, end)
         check_copy(rows[2], source, read_topic(cluster.bootstrap, COPY_TOPIC, PARTITIONS, read_committed=True))
         rows[2].unavailable_s = longest_gap(workloads.copy_job.stats.commit_times, start, end)
-        rows[2].notes.append(f"{workloads.copy_job.stats.aborted} aborted, "
-                             f"{workloads.copy_job.stats.restarts} producer restarts")
+        stats = workloads.copy_job.stats
+        rows[2].notes.append(f"{stats.committed} committed, {stats.aborted} aborted, {stats.restarts} new "
+                             f"incarnations ({stats.abandoned} replaced after a client call hung: "
+                             "librdkafka#5456/#5511)")
         check_group(rows[3], source, workloads.group.values, workloads.monitor.seen[GroupConsumer.GROUP])
         rows[3].unavailable_s = longest_gap([t for t, _ in workloads.group.commits], start, end)
         for w in (workloads.producer, workloads.producer_acks1, workloads.copy_job, workloads.group):

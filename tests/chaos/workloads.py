@@ -140,17 +140,28 @@ class VerifyingProducer:
 class CopyStats:
     committed: int = 0  # transactions committed
     aborted: int = 0
-    restarts: int = 0  # new producer instances after a fatal error (the old one fenced)
+    restarts: int = 0  # new incarnations after a fatal error or a hung call (the old one fenced)
+    abandoned: int = 0  # incarnations replaced because a client call hung
     errors: list[str] = field(default_factory=list)
     commit_times: list[float] = field(default_factory=list)
 
 
 class CopyJob:
-    """Copies ``source`` to ``sink`` partition by partition with exactly-once semantics."""
+    """Copies ``source`` to ``sink`` partition by partition with exactly-once semantics.
+
+    One *incarnation* (a consumer and a transactional producer, in a thread of their own) copies at a
+    time. A fatal error (fenced, or an unknown producer state) ends it, and the next one, with the same
+    transactional.id, fences whatever the last left open. A supervisor also replaces an incarnation
+    whose transactional call outlives its timeout by far: librdkafka's send_offsets_to_transaction can
+    ignore its timeout (librdkafka#5456) and wait for good on a group coordinator that left the
+    metadata (librdkafka#5511). An application would restart such a process; fencing keeps the
+    abandoned instance from writing anything after the new one starts.
+    """
 
     TRANSACTIONAL_ID = "chaos-copy"
     GROUP = "chaos-copy"
     CALL_TIMEOUT = 30.0  # seconds for each transactional call; librdkafka retries inside it
+    HANG_LIMIT = CALL_TIMEOUT + 15.0
 
     def __init__(self, bootstrap: str, source: str, sink: str, partitions: int) -> None:
         self.bootstrap = bootstrap
@@ -160,40 +171,72 @@ class CopyJob:
         self.stats = CopyStats()
         self.in_commit = threading.Event()  # set while commit_transaction runs (scenario 11 aims at it)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="copy-job", daemon=True)
+        self._supervisor = threading.Thread(target=self._supervise, name="copy-job", daemon=True)
         self.error: BaseException | None = None
         self.incarnation = 0
-        self.busy_since: float | None = None  # when the call in progress started (a hang shows here)
+        self._busy: dict[int, float] = {}  # incarnation -> when its call in progress started
+        self._local = threading.local()  # which incarnation the calling thread runs
 
     def start(self) -> CopyJob:
-        self._thread.start()
+        self._supervisor.start()
         return self
 
-    def _open(self) -> tuple[Any, Any]:
+    def _supervise(self) -> None:
+        while not self._stop.is_set():
+            self.incarnation += 1
+            me = self.incarnation
+            worker = threading.Thread(target=self._run, args=(me,), name=f"copy-job-{me}", daemon=True)
+            worker.start()
+            while worker.is_alive() and not self._stop.is_set():
+                busy = self.busy_since
+                if busy is not None and time.monotonic() - busy > self.HANG_LIMIT:
+                    self.stats.abandoned += 1
+                    self.stats.errors.append(f"{time.monotonic():.1f} incarnation {me}: a transactional call "
+                                             f"hung for {time.monotonic() - busy:.0f}s; replaced")
+                    break
+                worker.join(0.5)
+            if self.error is not None:
+                return
+            if not self._stop.is_set():
+                self.stats.restarts += 1
+                self._stop.wait(1.0)
+        worker.join(self.HANG_LIMIT)
+        self.stuck_at_stop = worker.is_alive()
+
+    def _current(self, me: int) -> bool:
+        return me == self.incarnation and not self._stop.is_set()
+
+    def _open(self, me: int) -> tuple[Any, Any]:
         from confluent_kafka import Consumer, Producer, TopicPartition
 
-        self.incarnation += 1
-        cid = f"copy-{self.incarnation}"
+        cid = f"copy-{me}"
         consumer = Consumer({**_client_base(self.bootstrap, cid), "group.id": self.GROUP,
                              "isolation.level": "read_committed", "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", "session.timeout.ms": 10000},
                             logger=CLIENT_LOG)
+        producer = Producer({**_client_base(self.bootstrap, cid), "transactional.id": self.TRANSACTIONAL_ID,
+                             "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
+                             "request.timeout.ms": 10000}, logger=CLIENT_LOG)
+        # Fence the previous incarnation first, then read the offsets it committed.
+        self._call(producer.init_transactions, self.CALL_TIMEOUT)
         tps = [TopicPartition(self.source, p) for p in range(self.partitions)]
         committed = self._call(consumer.committed, tps, 10)
         consumer.assign([TopicPartition(self.source, tp.partition, tp.offset if tp.offset >= 0 else -2)
                          for tp in committed])
-        producer = Producer({**_client_base(self.bootstrap, cid), "transactional.id": self.TRANSACTIONAL_ID,
-                             "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
-                             "request.timeout.ms": 10000}, logger=CLIENT_LOG)
-        self._call(producer.init_transactions, self.CALL_TIMEOUT)
         return consumer, producer
 
+    @property
+    def busy_since(self) -> float | None:
+        """When the current incarnation's transactional call in progress started (None: no call)."""
+        return self._busy.get(self.incarnation)
+
     def _call(self, fn: Any, *args: Any) -> Any:
-        self.busy_since = time.monotonic()
+        me = self._local.me
+        self._busy[me] = time.monotonic()
         try:
             return fn(*args)
         finally:
-            self.busy_since = None
+            self._busy.pop(me, None)
 
     def _rewind(self, consumer: Any) -> None:
         """After an abort: go back to the last committed input offsets."""
@@ -203,20 +246,20 @@ class CopyJob:
         for tp in self._call(consumer.committed, tps, 10):
             consumer.seek(TopicPartition(self.source, tp.partition, tp.offset if tp.offset >= 0 else -2))
 
-    def _run(self) -> None:
+    def _run(self, me: int) -> None:
         from confluent_kafka import KafkaException
 
         consumer = producer = None
         txn = 0
-        while not self._stop.is_set():
-            try:
-                if producer is None:
-                    consumer, producer = self._open()
+        self._local.me = me
+        try:
+            consumer, producer = self._open(me)
+            while self._current(me):
                 msgs = [m for m in consumer.consume(num_messages=200, timeout=0.5) if m.error() is None]
-                if not msgs:
+                if not msgs or not self._current(me):
                     continue
                 txn += 1
-                tag = f"{self.incarnation}.{txn}/{len(msgs)}"
+                tag = f"{me}.{txn}/{len(msgs)}"
                 producer.begin_transaction()
                 for m in msgs:
                     while True:
@@ -227,29 +270,26 @@ class CopyJob:
                         except BufferError:
                             producer.poll(0.1)
                 positions = consumer.position(consumer.assignment())
-                self._call(producer.send_offsets_to_transaction, positions, consumer.consumer_group_metadata(),
-                           self.CALL_TIMEOUT)
-                self._commit(producer)
-            except KafkaException as e:
-                err = e.args[0]
-                self.stats.errors.append(f"{time.monotonic():.1f} {err}")
-                if err.txn_requires_abort():
+                try:
+                    self._call(producer.send_offsets_to_transaction, positions, consumer.consumer_group_metadata(),
+                               self.CALL_TIMEOUT)
+                    if self._current(me):
+                        self._commit(producer)
+                except KafkaException as e:
+                    err = e.args[0]
+                    self.stats.errors.append(f"{time.monotonic():.1f} {err}")
+                    if not err.txn_requires_abort():
+                        return  # fatal: the supervisor starts the next incarnation
                     with contextlib.suppress(KafkaException):
                         self._call(producer.abort_transaction, self.CALL_TIMEOUT)
                         self.stats.aborted += 1
-                    with contextlib.suppress(KafkaException):
-                        self._rewind(consumer)
-                    continue
-                # Fatal (fenced, or the producer's state is unknown): a new producer with the same
-                # transactional.id fences this one and aborts whatever it left open.
-                self.stats.restarts += 1
-                self._close(consumer, producer)
-                consumer = producer = None
-                self._stop.wait(1.0)
-            except BaseException as e:
-                self.error = e
-                break
-        self._close(consumer, producer)
+                    self._rewind(consumer)
+        except KafkaException as e:
+            self.stats.errors.append(f"{time.monotonic():.1f} {e.args[0]}")
+        except BaseException as e:
+            self.error = e
+        finally:
+            self._close(consumer, producer)
 
     def _commit(self, producer: Any) -> None:
         from confluent_kafka import KafkaException
@@ -280,10 +320,10 @@ class CopyJob:
                 consumer.close()
 
     def stop(self, timeout: float = 60) -> bool:
-        """True if the job's thread ended (False: a client call hung)."""
+        """True if the job ended cleanly (False: its last incarnation is stuck in a client call)."""
         self._stop.set()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        self._supervisor.join(timeout + self.HANG_LIMIT)
+        return not self._supervisor.is_alive() and not getattr(self, "stuck_at_stop", False)
 
 
 # ------------------------------------------------------------------------------------------------
