@@ -1,0 +1,110 @@
+"""A Kafka Connect distributed worker (``connect-distributed`` from the platform jars) and its REST API."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.integration.helpers import wait_until
+from tests.platform.java import CONNECT_DISTRIBUTED, JavaProcess, write_properties
+
+
+def worker_properties(bootstrap: str, group: str, port: int, **extra: str) -> dict[str, str]:
+    """A distributed worker's settings, as in Kafka's config/connect-distributed.properties, with the
+    three internal topics named after the group and replicated three times."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "config.storage.topic": f"{group}-configs",
+        "offset.storage.topic": f"{group}-offsets",
+        "status.storage.topic": f"{group}-status",
+        "config.storage.replication.factor": "3",
+        "offset.storage.replication.factor": "3",
+        "status.storage.replication.factor": "3",
+        "offset.flush.interval.ms": "1000",
+        "listeners": f"http://127.0.0.1:{port}",
+        "rest.advertised.host.name": "127.0.0.1",
+        "rest.advertised.port": str(port),
+        **extra,
+    }
+
+
+class ConnectWorker:
+    def __init__(self, java: Callable[..., JavaProcess], directory: Path, name: str, props: dict[str, str]) -> None:
+        self.port = int(props["rest.advertised.port"])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.worker_id = f"127.0.0.1:{self.port}"
+        config = write_properties(directory / f"{name}.properties", props)
+        self.process = java(name, CONNECT_DISTRIBUTED, str(config), heap="512m")
+
+    def start(self) -> ConnectWorker:
+        self.process.start()
+        return self
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        """The REST API answers and the worker has joined its group (it logs that it started its work)."""
+        wait_until(lambda: self._answers() or not self.process.running, timeout, f"{self.url} to answer", interval=0.5)
+        self.process.wait_for(r"Finished starting connectors and tasks", timeout)
+
+    def _answers(self) -> bool:
+        try:
+            return request("GET", f"{self.url}/connectors")[0] == 200
+        except OSError:
+            return False
+
+
+def request(method: str, url: str, body: Any = None, timeout: float = 30) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json",
+                                                                           "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            text = resp.read().decode()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        try:
+            return e.code, json.loads(text)
+        except ValueError:
+            return e.code, text
+
+
+def put_connector(url: str, name: str, config: dict[str, str], timeout: float = 120) -> None:
+    """PUT /connectors/<name>/config, again while the workers rebalance (409) or the leader is unknown."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, body = request("PUT", f"{url}/connectors/{name}/config", config, timeout=60)
+        except OSError as e:
+            status, body = -1, str(e)
+        if status in (200, 201):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"PUT {name}: {status} {body}")
+        time.sleep(1)
+
+
+def status(url: str, name: str) -> dict[str, Any]:
+    code, body = request("GET", f"{url}/connectors/{name}/status")
+    return body if code == 200 else {}
+
+
+def wait_running(url: str, name: str, tasks: int = 1, timeout: float = 180) -> dict[str, Any]:
+    def running() -> dict[str, Any] | None:
+        try:
+            s = status(url, name)
+        except OSError:
+            return None
+        ok = (s.get("connector", {}).get("state") == "RUNNING" and len(s.get("tasks", [])) == tasks
+              and all(t["state"] == "RUNNING" for t in s["tasks"]))
+        return s if ok else None
+
+    return wait_until(running, timeout, lambda: f"{name} and {tasks} task(s) RUNNING (status {status(url, name)})",
+                      interval=0.5)
