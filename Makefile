@@ -41,9 +41,12 @@ test: install
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-# The compose test runs last, and also when the others failed.
+# The compose test runs last, and also when the others failed. The cluster failure tests run a second
+# time on brokers that talk to each other over SASL_SSL (SCRAM-SHA-512): replication, elections and
+# failover must not depend on the inter-broker listener being PLAINTEXT.
 test-slow: install
 	rc=0; $(PY) -m pytest -q -m slow --ignore=tests/ops/test_compose.py $(PYTEST_ARGS) || rc=$$?; \
+	KAFKETTE_TEST_INTER_BROKER=SASL_SSL $(PY) -m pytest -q tests/cluster $(PYTEST_ARGS) || rc=$$?; \
 	$(MAKE) compose-test || rc=$$?; exit $$rc
 
 # docker-compose.yml for real, with podman: deploy/local-images.sh builds the images FROM a Debian base
