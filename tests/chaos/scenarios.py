@@ -204,13 +204,38 @@ def clock_jumps(ctx: Ctx) -> None:
     ctx.heal()
 
 
+def preload(ctx: Ctx, records: int, size: int) -> None:
+    """Filler records in ``events`` (other values than the producer's: its checker skips them; the copy
+    job and the group read them like the rest)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": ctx.cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    pad = b"x" * size
+    for i in range(records):
+        p.produce(TOPIC, value=b"fill:%d:" % i + pad, partition=i % 3)
+        if i % 100 == 0:
+            p.poll(0)
+    left = p.flush(60)
+    ctx.note(f"preloaded {records - left} records of {size} bytes into {TOPIC}")
+
+
 def rolling_restart_during_reassignment(ctx: Ctx) -> None:
+    from clients.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+
     cluster = ctx.cluster
+    admin = cluster.admin()
     n = len(cluster.brokers)
+    # Enough data, copied slowly enough (a follower throttle for replicas out of sync, as
+    # kafka-reassign-partitions --throttle sets), that the new replicas are still catching up while
+    # every broker restarts.
+    preload(ctx, 1500, 1000)
+    admin.incremental_alter_configs(RESOURCE_TOPIC, TOPIC, {"follower.replication.throttled.replicas": "*"}, [])
+    admin.incremental_alter_configs(RESOURCE_BROKER, "", {"follower.replication.throttled.rate": "65536"}, [])
     current = {p: list(r.replicas) for p, r in cluster.zkv.get_topic_assignment(TOPIC).partitions.items()}
     target = {p: [b for b in range(n) if b not in reps][:1] + reps[1:] for p, reps in current.items()}
-    ctx.start_fault("reassign " + ", ".join(f"{TOPIC}-{p}: {current[p]} -> {target[p]}" for p in sorted(target)))
-    result = cluster.admin().alter_reassignments({(TOPIC, p): r for p, r in target.items()})
+    ctx.start_fault("reassign " + ", ".join(f"{TOPIC}-{p}: {current[p]} -> {target[p]}" for p in sorted(target))
+                    + " (replication throttled to 64 KiB/s)")
+    result = admin.alter_reassignments({(TOPIC, p): r for p, r in target.items()})
     bad = {tp: r for tp, r in result.items() if r[0]}
     if bad:
         ctx.problems.append(f"reassignment refused: {bad}")
@@ -228,12 +253,14 @@ def rolling_restart_during_reassignment(ctx: Ctx) -> None:
         ctx.wait_for(f"broker {b} back in every ISR it belongs to", lambda b=b: all(
             b in cluster.isr(TOPIC, p) for p, reps in cluster.zkv.get_topic_assignment(TOPIC).partitions.items()
             if b in reps.replicas), 90)
+    ctx.note(f"reassignments still running after the restarts: {len(admin.list_reassignments())}")
     ctx.heal()
     done = ctx.wait_for("reassignment complete", lambda: all(
         list(cluster.zkv.get_topic_assignment(TOPIC).partitions[p].replicas) == target[p] for p in target)
-        and not cluster.admin().list_reassignments(), 120)
+        and not admin.list_reassignments(), 120)
     if not done:
         ctx.problems.append("the reassignment did not complete after the restarts")
+    admin.incremental_alter_configs(RESOURCE_BROKER, "", {}, ["follower.replication.throttled.rate"])
 
 
 def coordinator_cut_during_commit(ctx: Ctx) -> None:
