@@ -73,3 +73,10 @@ clean:
 .PHONY: pipeline
 pipeline: install
 	VENV=$(VENV) bash clients/pipeline/run_pipeline.sh $(PIPELINE_ARGS)
+
+# The fault matrix (tests/chaos, docs/chaos.md): brokers and ZooKeeper in network namespaces, partitions,
+# loss, jitter, clock jumps; prints the table and fails on any broken promise. Needs root.
+# CHAOS_QUICK=1: the short version; CHAOS_SEED=<n> CHAOS_SCENARIOS=<keys>: replay a run.
+.PHONY: chaos
+chaos: install
+	$(PY) -m tests.chaos.runner

@@ -12,6 +12,9 @@ command -v strace >/dev/null 2>&1 || need+=(strace)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 # Maven resolves jars from Maven Central: Kafka's for format cross-checks, Spark's Kafka connector.
 command -v mvn >/dev/null 2>&1 || need+=(maven)
+# The chaos suite (make chaos): nftables cuts links between network namespaces, libfaketime moves clocks.
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/include/stdint.h ] || need+=(libc6-dev)

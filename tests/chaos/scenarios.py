@@ -13,6 +13,7 @@ job's output). Partition 0 of ``events`` is the one aimed at: the scenario picks
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -273,10 +274,19 @@ def coordinator_cut_during_commit(ctx: Ctx) -> None:
         return coord >= 0
 
     ctx.wait_for("transaction coordinator known", find, 30)
-    ctx.wait_for("a transaction is committing", job.in_commit.is_set, 30)
-    ctx.start_fault(f"cut transaction coordinator {coord} off from everything (clients, brokers, ZooKeeper) "
-                    "during a commit")
-    ctx.cluster.net.isolate(name(coord))
+    cut = threading.Event()
+
+    def isolate() -> None:  # runs in the copy job's thread, right before commit_transaction
+        ctx.start_fault(f"cut transaction coordinator {coord} off from everything (clients, brokers, ZooKeeper) "
+                        "as a commit starts")
+        ctx.cluster.net.isolate(name(coord))
+        cut.set()
+
+    job.before_commit = isolate
+    if not ctx.wait_for("a commit started and the coordinator is cut off", cut.is_set, 60):
+        job.before_commit = None
+        ctx.problems.append("no transaction commit started within 60s")
+        return
     ctx.hold()
     ctx.heal()
     wait_rejoined(ctx, coord)

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,7 +172,9 @@ class CopyJob:
         self.sink = sink
         self.partitions = partitions
         self.stats = CopyStats()
-        self.in_commit = threading.Event()  # set while commit_transaction runs (scenario 11 aims at it)
+        self.in_commit = threading.Event()  # set while commit_transaction runs
+        # Called (once, then cleared) right before a commit_transaction: a fault aimed at a commit.
+        self.before_commit: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, name="copy-job", daemon=True)
         self.error: BaseException | None = None
@@ -297,6 +300,9 @@ class CopyJob:
         from confluent_kafka import KafkaException
 
         self.in_commit.set()
+        hook, self.before_commit = self.before_commit, None
+        if hook is not None:
+            hook()
         try:
             while True:
                 try:
