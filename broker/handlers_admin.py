@@ -13,7 +13,8 @@ Authorization, as Kafka 3.9's KafkaApis (ZooKeeper mode):
 * CreateTopics: CREATE on the cluster or on each topic; the created topic's configs (and partition
   count, replication factor and id) are returned only with DESCRIBE_CONFIGS on it, else
   ``topic_config_error_code`` says TOPIC_AUTHORIZATION_FAILED. DeleteTopics: DELETE on each topic (a
-  topic named by id the caller may not DESCRIBE is answered without its name). CreatePartitions: ALTER.
+  topic named by id the caller may not DESCRIBE is answered without its name). CreatePartitions: ALTER
+  (a topic named twice is answered once with INVALID_REQUEST, before any authorization).
 * DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: DESCRIBE_CONFIGS / ALTER_CONFIGS on the
   topic, or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED then).
 * DescribeLogDirs: DESCRIBE on the cluster. DescribeCluster needs nothing; it reports the caller's
@@ -179,8 +180,9 @@ class AdminHandlers:
         topic_ops = v >= 8 and b.include_topic_authorized_operations
         topics = []
         for name, topic_id in zip(names, by_id, strict=True):
-            if name is None:
+            if name is None:  # an unknown id, echoed as Kafka does
                 topics.append(_META.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                          topic_id=topic_id if topic_id is not None else _ZERO_UUID,
                                                           topic_authorized_operations=_OPS_UNKNOWN))
                 continue
             if name in hidden:
@@ -462,11 +464,24 @@ class AdminHandlers:
         results = []
         pending = []
         creating = 0  # partitions this request creates, so far
-        alterable = self.auth.filter_by_authorized(conn, req, AclOperation.ALTER, TOPIC, (t.name for t in b.topics)) \
-            if self.auth.enabled else None
+        # A topic named more than once is answered once, INVALID_REQUEST, before any authorization
+        # (Kafka's handleCreatePartitionsRequest: its results are a map by topic name).
+        counts: dict[str, int] = {}
         for t in b.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        alterable = self.auth.filter_by_authorized(conn, req, AclOperation.ALTER, TOPIC,
+                                                   (n for n, c in counts.items() if c == 1)) \
+            if self.auth.enabled else None
+        answered: set[str] = set()
+        for t in b.topics:
+            if t.name in answered:
+                continue
+            answered.add(t.name)
             r = _CP.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(r)
+            if counts[t.name] > 1:
+                r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+                continue
             if alterable is not None and t.name not in alterable:
                 r.error_code, r.error_message = _TOPIC_DENIED, "The topic authorization is failed."
                 continue

@@ -13,14 +13,31 @@ kafkette broker and an Apache Kafka broker.
 After each grant the matrix waits for a barrier: a fresh topic name the subject was granted DESCRIBE
 on, written after the grant, until Metadata stops refusing it (notifications are applied in order).
 
+The brokers run with ``auto.create.topics.enable=true`` so that Metadata's automatic creation (CREATE
+on the cluster or on the topic) is covered; every other Metadata request here says
+``allow_auto_topic_creation=false``, or names topics that exist.
+
 ``run_matrix`` returns every observation by label, so two brokers' answers can be compared whole.
+
+Where the two brokers cannot be asked the same bytes:
+
+* DescribeTopicPartitions: a ZooKeeper-mode Kafka 3.9 broker does not offer it (its schema is for
+  KRaft brokers; Kafka closes the connection of a client that sends it), so it is checked on kafkette
+  only, against KRaft's DescribeTopicPartitionsRequestHandler.
+* UpdateMetadata v8: kafkette's schema (protocol/schemas/UpdateMetadataRequest.json) has ``Type`` as an
+  ordinary int8 field after ``IsKRaftController``; Kafka's has it as tagged field 0. Kafka therefore
+  reads kafkette's encoding one byte off and closes the connection ("non-nullable field topicStates was
+  serialized as null"). The matrix sends each broker the same field values in its own v8 layout:
+  kafkette's codec for kafkette, ``kafka_update_metadata_v8`` for Kafka.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import struct
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +47,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from protocol.api_versions import ApiKey
 from protocol.client_connection import ClientConnection, Response
-from protocol.messages import request_type
+from protocol.messages import decode_response, request_type
 from protocol.records import NewRecord, build_batch
 
 PRINCIPAL = "User:ANONYMOUS"
@@ -38,11 +55,13 @@ ADMIN_HOST, SUBJECT_HOST = "127.0.0.1", "127.0.0.2"
 SUPER_USERS = "User:admin"  # nobody here: the same value for both brokers
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 BROKER_OVERRIDES = {"authorizer.class.name": AUTHORIZER, "super.users": SUPER_USERS,
-                    "auto.create.topics.enable": "false", "offsets.topic.num.partitions": "3",
+                    "auto.create.topics.enable": "true", "offsets.topic.num.partitions": "3",
                     "transaction.state.log.num.partitions": "3"}
 
 NONE, TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 0, 29, 30, 31, 53
-UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, INVALID_REQUEST = 3, 5, 42
+STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID = 77, 100
+NO_SUCH_TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-00000000abcd")
 RETRIABLE = frozenset({14, 15, 16, 51})  # coordinator loading / not available / not coordinator, concurrent txns
 
 # Kafka's znode names for resource types and operations.
@@ -144,6 +163,39 @@ def connect(bootstrap: str, source_host: str, client_id: str = "acl-matrix") -> 
     return WireConnection(bootstrap, source_host, client_id)
 
 
+def kafka_update_metadata_v8(controller_id: int, controller_epoch: int, broker_epoch: int) -> bytes:
+    """An UpdateMetadata v8 body without topics or brokers, laid out by Kafka's schema: ``Type`` is
+    tagged field 0 there (left out at its default), not a field of its own as in kafkette's schema."""
+    return (struct.pack(">i?iq", controller_id, False, controller_epoch, broker_epoch)
+            + b"\x01"  # TopicStates: empty compact array
+            + b"\x01"  # LiveBrokers: empty compact array
+            + b"\x00")  # no tagged fields
+
+
+def raw_call(bootstrap: str, source_host: str, api_key: int, version: int, body: bytes) -> Any:
+    """One flexible-version request whose body is given as bytes, on a connection of its own (the
+    client state machine encodes bodies with kafkette's schemas only); the response decoded."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    client_id = b"acl-matrix"
+    header = struct.pack(">hhih", api_key, version, 1, len(client_id)) + client_id + b"\x00"
+    frame = header + body
+    with socket.create_connection((host, int(port)), timeout=30, source_address=(source_host, 0)) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        _corr, response = decode_response(api_key, version, _recv_exactly(sock, size))
+    return response
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        got = sock.recv(n - len(chunks))
+        if not got:
+            raise ConnectionError("connection closed by the broker")
+        chunks += got
+    return bytes(chunks)
+
+
 def req(api_key: int, **fields: Any) -> Any:
     return request_type(api_key)(**fields)
 
@@ -157,11 +209,13 @@ def call(conn: WireConnection, api_key: int, version: int, **fields: Any) -> Any
 
 
 class Matrix:
-    """Runs the cases against one broker; ``observed`` maps each label to what the broker answered."""
+    """Runs the cases against one broker; ``observed`` maps each label to what the broker answered.
+    ``apache_kafka`` says the broker is Apache Kafka (for the one request encoded differently)."""
 
-    def __init__(self, bootstrap: str, zk: AclZk) -> None:
+    def __init__(self, bootstrap: str, zk: AclZk, apache_kafka: bool = False) -> None:
         self.bootstrap = bootstrap
         self.zk = zk
+        self.apache_kafka = apache_kafka
         self.admin = connect(bootstrap, ADMIN_HOST, "acl-admin")
         self.subject = connect(bootstrap, SUBJECT_HOST)
         self.observed: dict[str, Any] = {}
@@ -204,10 +258,16 @@ class Matrix:
 
     # -- requests the cases share -----------------------------------------------------------------
 
-    def metadata_code(self, conn: WireConnection, topic: str) -> int:
+    def metadata_code(self, conn: WireConnection, topic: str, auto_create: bool = False) -> int:
         r = call(conn, ApiKey.METADATA, 12, topics=[sub(ApiKey.METADATA, "MetadataRequestTopic", name=topic)],
-                 allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+                 allow_auto_topic_creation=auto_create, include_topic_authorized_operations=False)
         return int(r.topics[0].error_code)
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        r = call(self.admin, ApiKey.METADATA, 12, topics=[sub(ApiKey.METADATA, "MetadataRequestTopic", name=topic)],
+                 allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        assert r.topics[0].error_code == 0, r
+        return r.topics[0].topic_id  # type: ignore[no-any-return]
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         r = call(self.admin, ApiKey.CREATE_TOPICS, 7, timeout_ms=30000, validate_only=False, topics=[
@@ -293,6 +353,77 @@ def case_metadata(m: Matrix) -> None:
     m.see("Metadata all topics, DESCRIBE, md's operations", listed.get("md"), 1 << 8)
 
 
+def metadata_v0(conn: WireConnection, topics: list[str]) -> dict[str, int]:
+    """Metadata v0, the oldest version advertised: an empty list means every topic, and a missing
+    topic is always created automatically (when the broker allows it)."""
+    r = call(conn, ApiKey.METADATA, 0, topics=[sub(ApiKey.METADATA, "MetadataRequestTopic", name=t) for t in topics])
+    return {t.name: int(t.error_code) for t in r.topics}
+
+
+def case_metadata_by_id_and_v0(m: Matrix) -> None:
+    m.create_topic("old")
+    tid = m.topic_id("old")
+
+    def by_id(topic_id: uuid.UUID) -> tuple[int, str | None, bool]:
+        r = call(m.subject, ApiKey.METADATA, 12, topics=[
+            sub(ApiKey.METADATA, "MetadataRequestTopic", name=None, topic_id=topic_id)],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        t = r.topics[0]
+        return int(t.error_code), t.name, t.topic_id == topic_id
+
+    m.see("Metadata v0 named, no ACL", metadata_v0(m.subject, ["old"]), {"old": TOPIC_DENIED})
+    m.see("Metadata v0 all topics, no ACL, lists old", "old" in metadata_v0(m.subject, []), False)
+    # The id is no secret, the name is.
+    m.see("Metadata by id, no ACL", by_id(tid), (TOPIC_DENIED, None, True))
+    m.see("Metadata by unknown id", by_id(NO_SUCH_TOPIC_ID), (UNKNOWN_TOPIC_ID, None, True))
+    m.grant("topic", "old", "describe")
+    m.see("Metadata v0 named, DESCRIBE", metadata_v0(m.subject, ["old"]), {"old": NONE})
+    m.see("Metadata v0 all topics, DESCRIBE, lists old", "old" in metadata_v0(m.subject, []), True)
+    m.see("Metadata by id, DESCRIBE", by_id(tid), (NONE, "old", True))
+
+
+def case_metadata_auto_create(m: Matrix) -> None:
+    """With auto.create.topics.enable, Metadata creates a missing topic the caller may DESCRIBE when it
+    also may CREATE it, on the cluster or on the topic; otherwise TOPIC_AUTHORIZATION_FAILED."""
+    m.see("Metadata auto-create, no ACL", m.metadata_code(m.subject, "auto1", auto_create=True), TOPIC_DENIED)
+    m.grant("topic", "auto1", "describe")
+    m.see("Metadata auto-create, DESCRIBE only", m.metadata_code(m.subject, "auto1", auto_create=True),
+          TOPIC_DENIED)
+    m.see("Metadata no auto-create, DESCRIBE", m.metadata_code(m.subject, "auto1"), UNKNOWN_TOPIC_OR_PARTITION)
+    m.grant("topic", "auto1", "create")
+    m.see("Metadata auto-create, CREATE on the topic", m.metadata_code(m.subject, "auto1", auto_create=True),
+          LEADER_NOT_AVAILABLE)
+    m.grant("topic", "auto2", "describe")
+    m.grant("cluster", "kafka-cluster", "create")
+    m.see("Metadata auto-create, CREATE on the cluster", m.metadata_code(m.subject, "auto2", auto_create=True),
+          LEADER_NOT_AVAILABLE)
+    m.revoke_cluster()
+    # Below v4 every named topic is created when missing.
+    m.grant("topic", "auto3", "describe")
+    m.see("Metadata v0 auto-create, DESCRIBE only", metadata_v0(m.subject, ["auto3"]), {"auto3": TOPIC_DENIED})
+    m.grant("topic", "auto3", "create")
+    m.see("Metadata v0 auto-create, CREATE on the topic", metadata_v0(m.subject, ["auto3"]),
+          {"auto3": LEADER_NOT_AVAILABLE})
+
+
+def case_describe_topic_partitions(m: Matrix) -> None:
+    """DescribeTopicPartitions (the Java admin's describeTopics), as KRaft's handler answers it: named
+    topics without DESCRIBE are TOPIC_AUTHORIZATION_FAILED with no id, and left out of a listing."""
+    m.create_topic("dtp")
+
+    def describe(topics: list[str]) -> dict[str, tuple[int, bool, int, int]]:
+        r = call(m.subject, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, response_partition_limit=2000, cursor=None,
+                 topics=[sub(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "TopicRequest", name=t) for t in topics])
+        return {t.name: (int(t.error_code), t.topic_id.int != 0, len(t.partitions), int(t.topic_authorized_operations))
+                for t in r.topics}
+
+    m.see("DescribeTopicPartitions named, no ACL", describe(["dtp"]), {"dtp": (TOPIC_DENIED, False, 0, -2147483648)})
+    m.see("DescribeTopicPartitions all, no ACL, lists dtp", "dtp" in describe([]), False)
+    m.grant("topic", "dtp", "describe")
+    m.see("DescribeTopicPartitions named, DESCRIBE", describe(["dtp"]), {"dtp": (NONE, True, 1, 1 << 8)})
+    m.see("DescribeTopicPartitions all, DESCRIBE, lists dtp", "dtp" in describe([]), True)
+
+
 def case_produce_fetch(m: Matrix) -> None:
     m.create_topic("data")
     m.produce(m.admin, "data")
@@ -307,11 +438,27 @@ def case_produce_fetch(m: Matrix) -> None:
                  forgotten_topics_data=[], rack_id="")
         return int(r.responses[0].partitions[0].error_code)
 
+    data_id = m.topic_id("data")
+
+    def fetch_by_id(topic_id: uuid.UUID) -> tuple[int, bool]:
+        """Fetch v13, the first version that names topics by id."""
+        r = call(m.subject, ApiKey.FETCH, 13, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                 isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                     sub(ApiKey.FETCH, "FetchTopic", topic_id=topic_id, partitions=[
+                         sub(ApiKey.FETCH, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=0,
+                             last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                 forgotten_topics_data=[], rack_id="")
+        t = r.responses[0]
+        return int(t.partitions[0].error_code), t.topic_id == topic_id
+
     m.see("Fetch, no ACL", fetch(), TOPIC_DENIED)
     m.see("Fetch as a follower, no ACL", fetch(replica_id=7), TOPIC_DENIED)
+    m.see("Fetch by id, no ACL", fetch_by_id(data_id), (TOPIC_DENIED, True))
+    m.see("Fetch by unknown id", fetch_by_id(NO_SUCH_TOPIC_ID), (UNKNOWN_TOPIC_ID, True))
 
-    def list_offsets() -> int:
-        r = call(m.subject, ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+    def list_offsets(version: int = 7) -> int:
+        """v7, and v1: the oldest version advertised."""
+        r = call(m.subject, ApiKey.LIST_OFFSETS, version, replica_id=-1, isolation_level=0, topics=[
             sub(ApiKey.LIST_OFFSETS, "ListOffsetsTopic", name="data", partitions=[
                 sub(ApiKey.LIST_OFFSETS, "ListOffsetsPartition", partition_index=0, current_leader_epoch=-1,
                     timestamp=-1)])])
@@ -325,17 +472,21 @@ def case_produce_fetch(m: Matrix) -> None:
         return int(r.topics[0].partitions[0].error_code)
 
     m.see("ListOffsets, no ACL", list_offsets(), TOPIC_DENIED)
+    m.see("ListOffsets v1, no ACL", list_offsets(1), TOPIC_DENIED)
     m.see("OffsetForLeaderEpoch, no ACL", epochs(), TOPIC_DENIED)
     m.grant("topic", "data", "describe")
     m.see("ListOffsets, DESCRIBE", list_offsets(), NONE)
+    m.see("ListOffsets v1, DESCRIBE", list_offsets(1), NONE)
     m.see("OffsetForLeaderEpoch, DESCRIBE", epochs(), NONE)
     m.see("Produce, DESCRIBE only", m.produce(m.subject, "data"), TOPIC_DENIED)
     m.see("Fetch, DESCRIBE only", fetch(), TOPIC_DENIED)
     m.grant("topic", "data", "write")
     m.see("Produce, WRITE", m.produce(m.subject, "data"), NONE)
     m.see("Fetch, WRITE (no READ)", fetch(), TOPIC_DENIED)
+    m.see("Fetch by id, WRITE (no READ)", fetch_by_id(data_id), (TOPIC_DENIED, True))
     m.grant("topic", "data", "read")
     m.see("Fetch, READ", fetch(), NONE)
+    m.see("Fetch by id, READ", fetch_by_id(data_id), (NONE, True))
 
     def delete_records() -> int:
         r = call(m.subject, ApiKey.DELETE_RECORDS, 2, timeout_ms=10000, topics=[
@@ -372,9 +523,24 @@ def case_topic_admin(m: Matrix) -> None:
             sub(ApiKey.CREATE_PARTITIONS, "CreatePartitionsTopic", name="made", count=2, assignments=None)])
         return int(r.results[0].error_code)
 
+    def create_partitions_twice() -> dict[str, tuple[int, str | None]]:
+        """"made" named twice, and a topic the caller may not ALTER: one answer per name."""
+        r = call(m.subject, ApiKey.CREATE_PARTITIONS, 3, timeout_ms=30000, validate_only=True, topics=[
+            sub(ApiKey.CREATE_PARTITIONS, "CreatePartitionsTopic", name=name, count=2, assignments=None)
+            for name in ("made", "made", "unaltered")])
+        answers = {res.name: (int(res.error_code), res.error_message) for res in r.results}
+        assert len(answers) == len(r.results), r
+        return answers
+
+    duplicate = (INVALID_REQUEST, "Duplicate topic in request.")
+    denied = (TOPIC_DENIED, "The topic authorization is failed.")
     m.see("CreatePartitions, no ALTER", create_partitions(), TOPIC_DENIED)
+    m.see("CreatePartitions, topic named twice, no ALTER", create_partitions_twice(),
+          {"made": duplicate, "unaltered": denied})
     m.grant("topic", "made", "alter")
     m.see("CreatePartitions, ALTER", create_partitions(), NONE)
+    m.see("CreatePartitions, topic named twice, ALTER", create_partitions_twice(),
+          {"made": duplicate, "unaltered": denied})
 
     def describe_configs(rtype: int, name: str) -> int:
         r = call(m.subject, ApiKey.DESCRIBE_CONFIGS, 4, include_synonyms=False, include_documentation=False,
@@ -418,6 +584,20 @@ def case_topic_admin(m: Matrix) -> None:
     m.see("DeleteTopics, no DELETE", delete_topic("made2"), TOPIC_DENIED)
     m.grant("topic", "made2", "delete")
     m.see("DeleteTopics, DELETE", delete_topic("made2"), NONE)
+
+    def delete_by_id(topic_id: uuid.UUID) -> tuple[int, str | None]:
+        r = call(m.subject, ApiKey.DELETE_TOPICS, 6, timeout_ms=30000, topics=[
+            sub(ApiKey.DELETE_TOPICS, "DeleteTopicState", name=None, topic_id=topic_id)])
+        return int(r.responses[0].error_code), r.responses[0].name
+
+    m.create_topic("made3")
+    made3 = m.topic_id("made3")
+    m.see("DeleteTopics by id, no ACL", delete_by_id(made3), (TOPIC_DENIED, None))
+    m.see("DeleteTopics by unknown id", delete_by_id(NO_SUCH_TOPIC_ID), (UNKNOWN_TOPIC_ID, None))
+    m.grant("topic", "made3", "describe")
+    m.see("DeleteTopics by id, DESCRIBE only", delete_by_id(made3), (TOPIC_DENIED, "made3"))
+    m.grant("topic", "made3", "delete")
+    m.see("DeleteTopics by id, DELETE", delete_by_id(made3), (NONE, "made3"))
 
 
 def case_cluster_admin(m: Matrix) -> None:
@@ -494,6 +674,10 @@ def case_controller_apis(m: Matrix) -> None:
     the broker-epoch fence (epoch 0 is older than any registration) and change nothing."""
 
     def update_metadata() -> int:
+        if m.apache_kafka:  # the same fields in Kafka's v8 layout (see the module doc)
+            r = raw_call(m.bootstrap, SUBJECT_HOST, ApiKey.UPDATE_METADATA, 8,
+                         kafka_update_metadata_v8(controller_id=0, controller_epoch=1, broker_epoch=0))
+            return int(r.error_code)
         return int(call(m.subject, ApiKey.UPDATE_METADATA, 8, controller_id=0, is_k_raft_controller=False,
                         controller_epoch=1, broker_epoch=0, topic_states=[], live_brokers=[]).error_code)
 
@@ -512,6 +696,40 @@ def case_controller_apis(m: Matrix) -> None:
     m.see("UpdateMetadata, CLUSTER_ACTION (stale broker epoch)", update_metadata(), 77)
     m.see("LeaderAndIsr, CLUSTER_ACTION (stale broker epoch)", leader_and_isr(), 77)
     m.see("StopReplica, CLUSTER_ACTION (stale broker epoch)", stop_replica(), 77)
+    m.revoke_cluster()
+
+
+def case_broker_to_controller_apis(m: Matrix) -> None:
+    """What brokers send each other, from a client: ControlledShutdown and AlterPartition (to the
+    controller) need CLUSTER_ACTION and then meet the broker-epoch fence (epoch 0 is stale);
+    WriteTxnMarkers (to partition leaders) needs ALTER or CLUSTER_ACTION on the cluster, and then
+    answers a marker for a partition that does not exist with UNKNOWN_TOPIC_OR_PARTITION."""
+
+    def controlled_shutdown() -> int:
+        return int(call(m.subject, ApiKey.CONTROLLED_SHUTDOWN, 3, broker_id=0, broker_epoch=0).error_code)
+
+    def alter_partition() -> int:
+        return int(call(m.subject, ApiKey.ALTER_PARTITION, 3, broker_id=0, broker_epoch=0, topics=[]).error_code)
+
+    def write_markers() -> tuple[int, ...]:
+        r = call(m.subject, ApiKey.WRITE_TXN_MARKERS, 1, markers=[
+            sub(ApiKey.WRITE_TXN_MARKERS, "WritableTxnMarker", producer_id=4242, producer_epoch=0,
+                transaction_result=False, coordinator_epoch=0, topics=[
+                    sub(ApiKey.WRITE_TXN_MARKERS, "WritableTxnMarkerTopic", name="no-such-topic",
+                        partition_indexes=[0])])])
+        return tuple(int(p.error_code) for mk in r.markers for t in mk.topics for p in t.partitions)
+
+    m.see("ControlledShutdown, no ACL", controlled_shutdown(), CLUSTER_DENIED)
+    m.see("AlterPartition, no ACL", alter_partition(), CLUSTER_DENIED)
+    m.see("WriteTxnMarkers, no ACL", write_markers(), (CLUSTER_DENIED,))
+    m.grant("cluster", "kafka-cluster", "alter")
+    m.see("WriteTxnMarkers, ALTER on the cluster", write_markers(), (UNKNOWN_TOPIC_OR_PARTITION,))
+    m.see("ControlledShutdown, ALTER only", controlled_shutdown(), CLUSTER_DENIED)
+    m.revoke_cluster()
+    m.grant("cluster", "kafka-cluster", "cluster_action")
+    m.see("WriteTxnMarkers, CLUSTER_ACTION", write_markers(), (UNKNOWN_TOPIC_OR_PARTITION,))
+    m.see("ControlledShutdown, CLUSTER_ACTION (stale broker epoch)", controlled_shutdown(), STALE_BROKER_EPOCH)
+    m.see("AlterPartition, CLUSTER_ACTION (stale broker epoch)", alter_partition(), STALE_BROKER_EPOCH)
     m.revoke_cluster()
 
 
@@ -546,6 +764,17 @@ def case_groups(m: Matrix) -> None:
         g = r.groups[0]
         return int(g.error_code), tuple(int(p.error_code) for t in g.topics for p in t.partitions)
 
+    def offset_fetch_single(version: int) -> tuple[int | None, tuple[int, ...]]:
+        """One group per request (v1-v7); v1 has no top-level error code."""
+        r = call(m.subject, ApiKey.OFFSET_FETCH, version, group_id="g", require_stable=False, topics=[
+            sub(ApiKey.OFFSET_FETCH, "OffsetFetchRequestTopic", name="offsets", partition_indexes=[0])])
+        return (int(r.error_code) if version >= 2 else None,
+                tuple(int(p.error_code) for t in r.topics for p in t.partitions))
+
+    def find_coordinator_single(version: int) -> int:
+        """One key per request (v0-v3); v0 has no key type (always a group)."""
+        return int(call(m.subject, ApiKey.FIND_COORDINATOR, version, key="g", key_type=0).error_code)
+
     def describe() -> tuple[int, int]:
         r = call(m.subject, ApiKey.DESCRIBE_GROUPS, 5, groups=["g"], include_authorized_operations=True)
         return int(r.groups[0].error_code), int(r.groups[0].authorized_operations)
@@ -567,12 +796,20 @@ def case_groups(m: Matrix) -> None:
     m.see("LeaveGroup, no ACL", leave(), GROUP_DENIED)
     m.see("OffsetCommit, no ACL", m.commit(m.subject, "g", "offsets"), (GROUP_DENIED,))
     m.see("OffsetFetch, no ACL", offset_fetch(), (GROUP_DENIED, ()))
+    m.see("OffsetFetch v7, no ACL", offset_fetch_single(7), (GROUP_DENIED, ()))
+    m.see("OffsetFetch v1, no ACL", offset_fetch_single(1), (None, ()))
+    m.see("FindCoordinator v0 group, no ACL", find_coordinator_single(0), GROUP_DENIED)
+    m.see("FindCoordinator v3 group, no ACL", find_coordinator_single(3), GROUP_DENIED)
     m.see("DescribeGroups, no ACL", describe(), (GROUP_DENIED, -2147483648))
     m.see("ListGroups, no ACL, lists g", listed(), False)
     m.see("OffsetDelete, no ACL", offset_delete(), (GROUP_DENIED, ()))
     m.grant("group", "g", "describe")
     m.see("OffsetFetch, DESCRIBE on the group only", offset_fetch(), (NONE, (TOPIC_DENIED,)))
+    m.see("OffsetFetch v7, DESCRIBE on the group only", offset_fetch_single(7), (NONE, (TOPIC_DENIED,)))
+    m.see("OffsetFetch v1, DESCRIBE on the group only", offset_fetch_single(1), (None, (TOPIC_DENIED,)))
     m.see("FindCoordinator group, DESCRIBE", m.find_coordinator(m.subject, "g", 0), NONE)
+    m.see("FindCoordinator v0 group, DESCRIBE", find_coordinator_single(0), NONE)
+    m.see("FindCoordinator v3 group, DESCRIBE", find_coordinator_single(3), NONE)
     m.see("DescribeGroups, DESCRIBE", describe(), (NONE, 1 << 8))
     m.see("ListGroups, DESCRIBE on the group, lists g", listed(), True)
     m.see("JoinGroup, DESCRIBE only", join(), GROUP_DENIED)
@@ -587,6 +824,8 @@ def case_groups(m: Matrix) -> None:
     m.grant("topic", "offsets", "read")
     m.see("OffsetCommit, READ on group and topic", m.commit(m.subject, "g", "offsets"), (NONE,))
     m.see("OffsetFetch, topic READ (implies DESCRIBE)", offset_fetch(), (NONE, (NONE,)))
+    m.see("OffsetFetch v7, topic READ", offset_fetch_single(7), (NONE, (NONE,)))
+    m.see("OffsetFetch v1, topic READ", offset_fetch_single(1), (None, (NONE,)))
     m.see("OffsetDelete, READ and DESCRIBE on the group", offset_delete(), (GROUP_DENIED, ()))
     m.grant("group", "g", "delete")
     m.see("OffsetDelete, DELETE group, READ topic", offset_delete(), (NONE, (NONE,)))
@@ -607,6 +846,11 @@ def case_transactions(m: Matrix) -> None:
     m.see("DescribeProducers, no ACL", int(r.topics[0].partitions[0].error_code), TOPIC_DENIED)
     m.wait_coordinator("tx", 1)
     m.see("FindCoordinator transaction, no ACL", m.find_coordinator(m.subject, "tx", 1), TXN_DENIED)
+
+    def find_txn_coordinator_v3() -> int:
+        return int(call(m.subject, ApiKey.FIND_COORDINATOR, 3, key="tx", key_type=1).error_code)
+
+    m.see("FindCoordinator v3 transaction, no ACL", find_txn_coordinator_v3(), TXN_DENIED)
     m.see("InitProducerId transactional, no ACL", m.init_producer_id(m.subject, "tx")[0], TXN_DENIED)
     m.see("Produce transactional, no ACL", m.produce(m.subject, "txdata", "tx", 1, 0), TXN_DENIED)
     m.grant("txn", "tx", "write")
@@ -614,6 +858,7 @@ def case_transactions(m: Matrix) -> None:
     m.see("InitProducerId transactional, WRITE", code, NONE)
     m.grant("txn", "tx", "describe")
     m.see("FindCoordinator transaction, DESCRIBE", m.find_coordinator(m.subject, "tx", 1), NONE)
+    m.see("FindCoordinator v3 transaction, DESCRIBE", find_txn_coordinator_v3(), NONE)
 
     def add_partitions() -> tuple[int, ...]:
         r = call(m.subject, ApiKey.ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id="tx",
@@ -666,18 +911,16 @@ def case_transactions(m: Matrix) -> None:
 
 
 # Order matters: the idempotent producer case must run before any topic WRITE grant.
-CASES: list[Case] = [case_idempotent_producer, case_metadata, case_produce_fetch, case_topic_admin,
-                     case_cluster_admin, case_controller_apis, case_groups, case_transactions]
+CASES: list[Case] = [case_idempotent_producer, case_metadata, case_metadata_by_id_and_v0, case_metadata_auto_create,
+                     case_describe_topic_partitions, case_produce_fetch, case_topic_admin, case_cluster_admin,
+                     case_controller_apis, case_broker_to_controller_apis, case_groups, case_transactions]
+
+# A ZooKeeper-mode Apache Kafka broker does not offer DescribeTopicPartitions (see the module doc).
+KAFKA_CASES: list[Case] = [c for c in CASES if c is not case_describe_topic_partitions]
 
 
-# The controller-to-broker requests are encoded with kafkette's own schemas for them (its controller
-# talks only to kafkette brokers); Apache Kafka does not parse them as sent here, so they are checked on
-# kafkette only.
-KAFKA_CASES: list[Case] = [c for c in CASES if c is not case_controller_apis]
-
-
-def run_matrix(bootstrap: str, zk: AclZk, cases: list[Case] = CASES) -> dict[str, Any]:
-    m = Matrix(bootstrap, zk)
+def run_matrix(bootstrap: str, zk: AclZk, cases: list[Case] = CASES, apache_kafka: bool = False) -> dict[str, Any]:
+    m = Matrix(bootstrap, zk, apache_kafka)
     try:
         for case in cases:
             case(m)

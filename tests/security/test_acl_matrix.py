@@ -48,4 +48,4 @@ def authorized_cluster(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Ac
 def test_acl_matrix_kafkette(authorized_cluster: tuple[Any, AclZk]) -> None:
     cluster, zk = authorized_cluster
     observed = run_matrix(cluster.bootstrap, zk)
-    assert len(observed) > 80
+    assert len(observed) > 150

@@ -19,7 +19,7 @@ def observe_kafka() -> dict[str, object]:
         broker.zk.start()
         zk = prepare_acls(broker.zk.connect_string, "/kafka")
         broker.start()
-        return run_matrix(broker.bootstrap, zk, KAFKA_CASES)
+        return run_matrix(broker.bootstrap, zk, KAFKA_CASES, apache_kafka=True)
     finally:
         if zk is not None:
             zk.close()
