@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from tests.chaos.workloads import ProducerLog
 
+HARNESS_ERROR = "scenario could not run"
 Records = dict[int, list[tuple[int, bytes]]]  # partition -> [(offset, value)]
 
 
@@ -30,6 +31,8 @@ class Row:
 
     @property
     def result(self) -> str:
+        if any(v.startswith(HARNESS_ERROR) for v in self.violations):
+            return "ERROR"
         if self.violations:
             return "VIOLATED"
         if self.lost:

@@ -46,6 +46,8 @@ BROKER_SETTINGS = {
     "transaction.state.log.min.isr": "2",
     "group.initial.rebalance.delay.ms": "0",
     "default.replication.factor": "3",
+    # Topics exist only when the harness creates them (with the placement it chose).
+    "auto.create.topics.enable": "false",
 }
 
 

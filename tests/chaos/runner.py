@@ -13,6 +13,7 @@ Data and logs of a scenario go to .cache/chaos/<seed>/<key>/ and are removed whe
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import shutil
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.chaos import netns
-from tests.chaos.checkers import Row, check_copy, check_group, check_producer, longest_gap
+from tests.chaos.checkers import HARNESS_ERROR, Row, check_copy, check_group, check_producer, longest_gap
 from tests.chaos.cluster import ChaosCluster
 from tests.chaos.scenarios import (
     ACKS1_TOPIC,
@@ -153,7 +154,7 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
                 ctx.problems.append(f"{type(w).__name__} crashed: {w.error!r}")
     except Exception as e:
         traceback.print_exc()
-        rows[0].violations.append(f"scenario could not run: {e!r}"[:500])
+        rows[0].violations.append(f"{HARNESS_ERROR}: {e!r}"[:500])
         if workloads is not None:
             _abort(workloads)
     finally:
@@ -234,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== scenario {s.key}: {s.title}", flush=True)
             t = time.monotonic()
             got, _ = run_scenario(s, args.seed, args.quick, base, args.keep)
+            del _
+            gc.collect()  # this scenario's clients go before the next cluster takes the same addresses
             rows.extend(got)
             bad = [r for r in got if r.violations]
             for r in got:

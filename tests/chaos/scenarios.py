@@ -321,8 +321,9 @@ SCENARIOS: list[Scenario] = [
              "The broker re-registers with a new session; leadership may move; requests in flight fail and "
              "are retried; nothing acknowledged is lost.", NO_LOSS, session_expiry_in_burst),
     Scenario("9", "leader's clock 1 h behind at start, then jumps +1 h, +1 h, -1 h",
-             "Wall time drives timestamps and time-based retention; replication, ISR and sessions run on the "
-             "monotonic clock, so nothing acknowledged is lost.", NO_LOSS, clock_jumps,
+             "Kafka reads the wall clock (System.currentTimeMillis) for timestamps, retention, ISR lag and group "
+             "session deadlines: a jump may shrink an ISR or expire sessions (rebalances) but loses nothing "
+             "acknowledged.", NO_LOSS, clock_jumps,
              clock_broker=_random_broker(3), clock_start_offset=-3600, leader="clock"),
     Scenario("10", "rolling restart during partition reassignment (4 brokers)",
              "Each broker's controlled shutdown moves leadership first; the reassignment completes; nothing "
