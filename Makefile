@@ -67,6 +67,13 @@ typecheck: install
 clean:
 	rm -rf $(VENV) .cache build *.egg-info
 
+# Kafka Streams, Connect and MirrorMaker 2 on kafkette (docs/platform.md): Kafka 3.9.1's jars from Maven
+# Central into .cache/platform-jars/ and the Streams app of deploy/platform/streams-app, built once; the
+# platform tests (tests/platform, part of test-slow) run the same script.
+.PHONY: platform
+platform:
+	bash deploy/platform/install.sh
+
 # The PySpark pipeline (clients/pipeline; README, "The Spark pipeline"): installs PySpark (pyproject's `pipeline`
 # extra) and the Spark Kafka connector's jars once, then runs the streaming job with spark-submit against
 # $BOOTSTRAP_SERVERS, or a local 3-broker cluster when it is not set.
