@@ -27,6 +27,12 @@ from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Broker configs every LocalCluster broker gets before its own overrides. Empty for `make run`. The test
+# suite puts controlled.shutdown.retry.backoff.ms here (tests/conftest.py): a test cluster's last broker,
+# or one whose peers were killed, has nobody to hand its leaderships to, and with Kafka's 5 s backoff
+# its controlled shutdown waits out all three attempts, 10 s per teardown.
+BASE_OVERRIDES: dict[str, str] = {}
+
 
 def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
@@ -225,7 +231,7 @@ class LocalCluster:
                 metrics_port = -1
             else:
                 metrics_port = self.metrics_base_port + i if self.metrics_base_port else free_port()
-            overrides = dict(self.overrides)
+            overrides = {**BASE_OVERRIDES, **self.overrides}
             if self.broker_overrides is not None:
                 overrides.update(self.broker_overrides(i, port))
             b = BrokerProcess(i, port, connect, self.base_dir, overrides=overrides, metrics_port=metrics_port,
