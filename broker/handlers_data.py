@@ -8,7 +8,8 @@ TOPIC_AUTHORIZATION_FAILED; the others are served as if the refused ones were no
   topic needs WRITE. Idempotent records need nothing more: IDEMPOTENT_WRITE is checked once, by
   InitProducerId.
 * Fetch: a follower (replica id >= 0) needs CLUSTER_ACTION on the cluster, else every partition is
-  refused; a consumer needs READ on each topic.
+  refused; a consumer needs READ on each topic. Checked, as in Kafka, on every partition the fetch reads:
+  for an incremental fetch (KIP-227, broker/fetch_session.py) that is every partition of its session.
 * ListOffsets: DESCRIBE on each topic. OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster (brokers),
   else DESCRIBE on each topic (consumers validating their position, KIP-320). DeleteRecords: DELETE.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.authorizer.api import AclOperation, ResourceType
 from broker.connection import CloseConnection
+from broker.fetch_session import TOPIC_IDS_SINCE
 from broker.replica_manager import _has_transactional_batch
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from protocol.api_versions import ApiKey
@@ -84,15 +86,23 @@ class DataApis:
         return resp
 
     async def fetch(self, conn: Connection, req: Request) -> Any:
+        """Kafka's handleFetchRequest: the fetch session decides which partitions this request reads
+        (for an incremental fetch, every partition of the session) and which the response carries."""
         b: Any = req.body
         v = req.api_version
+        follower = (b.replica_id if v < 15 else b.replica_state.replica_id) >= 0
+        rm = self.rm
+        topic_names = rm.metadata.topics_by_id if v >= TOPIC_IDS_SINCE else {}
+        context = rm.fetch_sessions.new_context(v, b, follower, topic_names)
+        if context.error:
+            return context.response(None)
+        b.topics = context.topics
         auth = self.auth
         if not auth.enabled:
-            return await self.rm.fetch_messages(b, v)
-        follower = (b.replica_id if v < 15 else b.replica_state.replica_id) >= 0
+            return context.response(await rm.fetch_messages(b, v))
         if follower:
             if auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION):
-                return await self.rm.fetch_messages(b, v)
+                return context.response(await rm.fetch_messages(b, v))
             refused = list(b.topics)
             b.topics = []
         else:
@@ -101,10 +111,10 @@ class DataApis:
             allowed = auth.filter_by_authorized(conn, req, READ, TOPIC, (n for n in names if n is not None))
             refused = [t for t, n in zip(b.topics, names, strict=True) if n is not None and n not in allowed]
             if not refused:
-                return await self.rm.fetch_messages(b, v)
+                return context.response(await rm.fetch_messages(b, v))
             refused_ids = {id(t) for t in refused}
             b.topics = [t for t in b.topics if id(t) not in refused_ids]
-        resp = await self.rm.fetch_messages(b, v)
+        resp = await rm.fetch_messages(b, v)
         for t in refused:
             tr = _FETCH.FetchableTopicResponse(partitions=[
                 _FETCH.PartitionData(partition_index=p.partition, error_code=_DENIED, high_watermark=-1,
@@ -115,7 +125,7 @@ class DataApis:
             else:
                 tr.topic = t.topic
             resp.responses.append(tr)
-        return resp
+        return context.response(resp)
 
     def _fetch_topic_names(self, body: Any, version: int) -> list[str | None]:
         if version >= 13:

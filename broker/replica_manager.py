@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.fetch_session import FetchManager
 from broker.log_validator import (
     COMPILED_SCANNER,
     ValidationError,
@@ -87,6 +88,8 @@ class ReplicaManager:
         self.partitions: dict[TP, Partition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
+        # Incremental fetch sessions (KIP-227) of the consumers and followers fetching from this broker.
+        self.fetch_sessions = FetchManager(config.get("max.incremental.fetch.session.cache.slots"))
         self.listeners_on_append: list[Callable[[TP], None]] = []
         self.listeners_on_stop: list[Callable[[TP], None]] = []
         self.isr_manager = isr_manager  # AlterPartition proposals (ISR expansion on follower fetches)
