@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.connection import CloseConnection, limited_log
+from broker.fetch_session import throttled_fetch_response
 from broker.quota.loop_time import LoopTimed
 from broker.quota.mutation import (
     STRICT_SINCE_VERSION,
@@ -75,7 +76,6 @@ QUOTA_EXEMPT_APIS = frozenset({
 # automatic topic creation of Metadata and FindCoordinator (always permissive).
 _MUTATING_APIS = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
                             ApiKey.METADATA, ApiKey.FIND_COORDINATOR})
-_FETCH_RESPONSE = response_type(ApiKey.FETCH)
 
 HandlerFn = Callable[["Connection", Request], Awaitable[Any]]
 
@@ -208,10 +208,11 @@ class KafkaApis:
                 if max(other_ms, request_ms) > 0:
                     fetch_quota.unrecord(sensors, size, now)
             if max(other_ms, request_ms) > 0:
-                # Throttled: answered without data (Kafka's getThrottledResponse, no fetch session).
+                # Throttled: answered without data (Kafka's getThrottledResponse: an incremental
+                # fetch session goes on, a full fetch opens none).
                 _release_fetch_regions(body)
                 parts = None
-                body = _FETCH_RESPONSE(error_code=0, session_id=0, responses=[])
+                body = throttled_fetch_response(body)
         elif mutation_quota is not None and api_key in STRICT_SINCE_VERSION:
             other_ms = mutation_quota.throttle_time()
             other = (mutation, mutation_quota.sensors)
