@@ -279,6 +279,15 @@ class BrokerCollector:
             purg.add_metric(["Produce"], rm.produce_purgatory.waiting)
             purg.add_metric(["Fetch"], rm.fetch_purgatory.waiting)
         out.append(purg)
+        if rm is not None:  # Kafka's FetchSessionCache metrics (KIP-227)
+            sessions = rm.fetch_sessions.cache
+            out.append(GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                         "Incremental fetch sessions cached.", value=sessions.size))
+            out.append(GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                                         "Partitions in the cached fetch sessions.", value=sessions.total_partitions))
+            out.append(CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                                           "Fetch sessions evicted (IncrementalFetchSessionEvictionsPerSec).",
+                                           value=sessions.evictions))
 
         # Controller
         ctrl = b.components.controller
