@@ -6,6 +6,14 @@ truncates to that point (or to its own end of that epoch when the leader answers
 epoch). Truncating to the high watermark instead would lose committed data or let replicas diverge.
 Then it fetches from its LEO with ``replica_id`` set, appends the leader's batches as they are (the
 offsets and epochs the leader assigned), and takes the HW from the leader's responses.
+
+Fetches go through an incremental fetch session with the leader (KIP-227), kept as Kafka's
+FetchSessionHandler keeps it: a full fetch first, then fetches that name only the partitions whose fetch
+offset, log start offset or leader epoch changed, forget the ones no longer fetched (removed, truncating,
+backing off, throttled), and get back only the partitions with records or a new HW or log start offset.
+On FETCH_SESSION_ID_NOT_FOUND the next fetch is a full one without a session; on any other session error,
+an unexpected response or a connection failure, a full one that closes the old session and opens a new
+one.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from broker.security.inter_broker import inter_broker_security
 from controller.network_client import ConnectionSettings, KafkaConnectionError, NodeClient
 from protocol.api_versions import ApiKey
@@ -35,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-FETCH_VERSION = 11  # topic names, current leader epoch (KIP-320), log start offsets, rack id
+FETCH_VERSION = 11  # topic names, current leader epoch (KIP-320), log start offsets, rack id, sessions (v7+)
 EPOCH_VERSION = 3  # replica id + current leader epoch
 _FETCH_REQ = request_type(ApiKey.FETCH)
 _EPOCH_REQ = request_type(ApiKey.OFFSET_FOR_LEADER_EPOCH)
@@ -47,6 +56,81 @@ class FetchState:
     truncating: bool = True
     delayed_until: float = 0.0
     last_error: int = 0  # the previous fetch's error for this partition (logged when it changes)
+
+
+# What a follower asks of one partition: (fetch offset, log start offset, current leader epoch, max bytes).
+PartitionRequest = tuple[int, int, int, int]
+
+
+class FollowerFetchSession:
+    """The follower's side of a fetch session with one leader (Kafka's FetchSessionHandler)."""
+
+    def __init__(self, leader_id: int) -> None:
+        self.leader_id = leader_id
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.partitions: dict[TP, PartitionRequest] = {}  # what the leader's session holds
+
+    @property
+    def is_full(self) -> bool:
+        return self.epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+    def build(self, wanted: dict[TP, PartitionRequest]) -> tuple[dict[TP, PartitionRequest], list[TP]]:
+        """The partitions to send and the ones to forget, for the fetch that wants ``wanted``."""
+        if self.is_full:
+            self.partitions = dict(wanted)
+            return wanted, []
+        send: dict[TP, PartitionRequest] = {}
+        forget: list[TP] = []
+        session = self.partitions
+        for tp in list(session):
+            req = wanted.get(tp)
+            if req is None:
+                del session[tp]
+                forget.append(tp)
+            elif req != session[tp]:
+                session[tp] = req
+                send[tp] = req
+        for tp, req in wanted.items():
+            if tp not in session:
+                session[tp] = req
+                send[tp] = req
+        return send, forget
+
+    def handle_response(self, resp: Any) -> bool:
+        """Move the session on after a response; False when its partitions must not be processed."""
+        if resp.error_code != ErrorCode.NONE:
+            log.info("[ReplicaFetcher leader=%d] fetch session %d at epoch %d: %s", self.leader_id, self.session_id,
+                     self.epoch, ErrorCode(resp.error_code).name)
+            if resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+            else:
+                self.epoch = INITIAL_EPOCH  # close the session and open a new one
+            return False
+        returned = {(t.topic, p.partition_index) for t in resp.responses for p in t.partitions}
+        if self.is_full:
+            if returned != set(self.partitions):
+                log.info("[ReplicaFetcher leader=%d] full fetch response with %d partitions for %d asked: starting "
+                         "over", self.leader_id, len(returned), len(self.partitions))
+                self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+                return False
+            self.session_id = resp.session_id
+            self.epoch = INITIAL_EPOCH if resp.session_id == INVALID_SESSION_ID else next_epoch(INITIAL_EPOCH)
+            return True
+        if not returned <= self.partitions.keys():
+            log.info("[ReplicaFetcher leader=%d] incremental fetch response names partitions outside session %d: "
+                     "starting over", self.leader_id, self.session_id)
+            self.epoch = INITIAL_EPOCH
+            return False
+        if resp.session_id == INVALID_SESSION_ID:  # the leader closed the session
+            self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        else:
+            self.epoch = next_epoch(self.epoch)
+        return True
+
+    def handle_error(self) -> None:
+        """The fetch failed (connection, timeout): the next one is full and replaces the session."""
+        self.epoch = INITIAL_EPOCH
 
 
 class ReplicaFetcher:
@@ -61,6 +145,7 @@ class ReplicaFetcher:
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.conn: NodeClient | None = None
+        self.session = FollowerFetchSession(leader_id)
         cfg = manager.config()
         self.max_wait_ms = cfg.get("replica.fetch.wait.max.ms")
         self.min_bytes = cfg.get("replica.fetch.min.bytes")
@@ -132,12 +217,14 @@ class ReplicaFetcher:
                 raise
             except (OSError, TimeoutError, ConnectionError, KafkaConnectionError) as e:
                 log.info("[ReplicaFetcher leader=%d] connection problem: %r; retrying", self.leader_id, e)
+                self.session.handle_error()
                 if self.conn is not None:
                     self.conn.close()
                     self.conn = None
                 await asyncio.sleep(self.backoff_s * (0.8 + 0.4 * random.random()))
             except Exception:
                 log.exception("[ReplicaFetcher leader=%d] unexpected error", self.leader_id)
+                self.session.handle_error()
                 if self.conn is not None:
                     self.conn.close()
                     self.conn = None
@@ -208,7 +295,7 @@ class ReplicaFetcher:
     # -- fetching ---------------------------------------------------------------------------------------
 
     async def _fetch(self, ready: dict[TP, FetchState]) -> None:
-        by_topic: dict[str, list[Any]] = {}
+        wanted: dict[TP, PartitionRequest] = {}
         quota = self.quota
         over_quota = quota is not None and quota.is_exceeded()
         for tp, st in ready.items():
@@ -218,19 +305,32 @@ class ReplicaFetcher:
                 continue
             if over_quota and quota.is_throttled(*tp):
                 continue  # over follower.replication.throttled.rate: throttled replicas wait
-            by_topic.setdefault(tp[0], []).append(_FETCH_REQ.FetchPartition(
-                partition=tp[1], current_leader_epoch=st.leader_epoch, fetch_offset=p.log.log_end_offset,
-                log_start_offset=p.log.log_start_offset, partition_max_bytes=self.partition_max_bytes))
-        if not by_topic:
+            wanted[tp] = (p.log.log_end_offset, p.log.log_start_offset, st.leader_epoch, self.partition_max_bytes)
+        session = self.session
+        if not wanted and not session.partitions:
             return
+        send, forget = session.build(wanted)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), (offset, log_start, epoch, max_bytes) in send.items():
+            by_topic.setdefault(topic, []).append(_FETCH_REQ.FetchPartition(
+                partition=partition, current_leader_epoch=epoch, fetch_offset=offset, log_start_offset=log_start,
+                partition_max_bytes=max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in forget:
+            forgotten.setdefault(topic, []).append(partition)
         body = _FETCH_REQ(replica_id=self.broker_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
-                          max_bytes=self.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                          max_bytes=self.max_bytes, isolation_level=0, session_id=session.session_id,
+                          session_epoch=session.epoch,
                           topics=[_FETCH_REQ.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                          forgotten_topics_data=[], rack_id=self.manager.config().get("broker.rack") or "")
+                          forgotten_topics_data=[_FETCH_REQ.ForgottenTopic(topic=t, partitions=ps)
+                                                 for t, ps in forgotten.items()],
+                          rack_id=self.manager.config().get("broker.rack") or "")
         conn = await self._connection()
         # The leader may hold the fetch for max_wait_ms before it answers.
         resp = await conn.request(ApiKey.FETCH, body, version=FETCH_VERSION,
                                   timeout=self.timeout_s + self.max_wait_ms / 1000.0)
+        if not session.handle_response(resp):
+            return
         loop = asyncio.get_running_loop()
         for topic in resp.responses:
             for pd in topic.partitions:
