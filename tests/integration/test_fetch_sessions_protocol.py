@@ -291,3 +291,66 @@ def test_same_transcript_as_apache_kafka(kafka_cluster: Any, apache_kafka: Any) 
         theirs = session_transcript(apache_kafka.bootstrap, version)
         assert ours == theirs, f"v{version}:\nkafkette {ours}\nKafka    {theirs}"
     assert rotation_transcript(kafka_cluster.bootstrap) == rotation_transcript(apache_kafka.bootstrap)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A consumer fetch throttled by a client quota is answered without data (KIP-219). Kafka's
+# getThrottledResponse keeps an incremental session going, and the session must not count what the
+# empty answer did not carry.
+
+QUOTA = 102_400  # bytes/s
+
+
+def _alter_consumer_quota(bootstrap: str, client_id: str, rate: float) -> None:
+    mt = request_type(ApiKey.ALTER_CLIENT_QUOTAS)
+    with RawClient(bootstrap, client_id="fs-quota-admin") as raw:
+        r = raw.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=[mt.EntryData(
+            entity=[mt.EntityData(entity_type="client-id", entity_name=client_id)],
+            ops=[mt.OpData(key="consumer_byte_rate", value=rate, remove=False)])])
+    assert r.entries[0].error_code == 0, r
+
+
+def test_throttled_incremental_fetch_keeps_the_session_and_its_news(cluster_factory: Any) -> None:
+    cluster = cluster_factory(1, overrides={"quota.window.num": "2", "quota.window.size.seconds": "1"})
+    topic, client = unique("fs-throttle"), unique("fs-slow-consumer")
+    create_topic(cluster.bootstrap, topic, 2)
+    with RawClient(cluster.bootstrap, client_id="fs-filler") as raw:
+        for _ in range(40):
+            assert raw.produce(topic, 0, build_batch([(None, b"q" * (QUOTA // 2))]), acks=1).error_code == 0
+        for i in range(60):
+            produce_one(raw, topic, 1, b"small-%d" % i)
+    _alter_consumer_quota(cluster.bootstrap, client, QUOTA)
+    with RawClient(cluster.bootstrap, client_id=client, timeout=60) as raw:
+        f = SessionFetcher(raw, topic, topic_id_of(raw, topic))
+        # A full fetch opens a session unless it is throttled (then none is left behind).
+        while True:
+            full = f.fetch(0, 0, {0: 0, 1: 60})
+            if full.session_id:
+                break
+            assert full.throttle_time_ms > 0 and full.responses == [], full
+        sid, epoch, offset, log_start = full.session_id, 1, 0, 0
+        throttled = None
+        for _ in range(200):
+            # Each fetch has news about partition 1 (its log start offset moved) besides records of 0.
+            log_start += 1
+            delete_records(raw, topic, 1, log_start)
+            r = f.fetch(sid, epoch, {0: offset})
+            epoch += 1
+            if r.throttle_time_ms > 0:
+                throttled = r
+                break
+            assert summary(r)[2][1] == ("NONE", 60, log_start, False)
+            offset += 1
+        assert throttled is not None, "no fetch was throttled"
+        assert (throttled.error_code, throttled.session_id, throttled.responses) == (0, sid, [])
+        # The next answers that get through still carry the log start offset the throttled one did not.
+        # Partition 0 is forgotten so that they are small enough not to be throttled again.
+        forget: tuple[int, ...] = (0,)
+        while True:
+            r = f.fetch(sid, epoch, {}, forget=forget)
+            epoch += 1
+            forget = ()
+            assert (r.error_code, r.session_id) == (0, sid), r
+            if r.throttle_time_ms == 0:
+                break
+        assert summary(r)[2] == {1: ("NONE", 60, log_start, False)}
