@@ -14,7 +14,7 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -167,10 +167,10 @@ class JavaConsumer:
 CLIENTS = {"kafka-python": KafkaPythonConsumer, "confluent-kafka": ConfluentConsumer, "java": JavaConsumer}
 
 
-def metric(cluster: Any, name: str) -> float:
+def metric(cluster: Any, name: str, broker: int = 0) -> float:
     import urllib.request
 
-    port = cluster.brokers[0].metrics_port
+    port = cluster.brokers[broker].metrics_port
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     for line in text.splitlines():
         if line.startswith(name + " "):
@@ -179,10 +179,11 @@ def metric(cluster: Any, name: str) -> float:
 
 
 class Records:
-    """What was produced per partition, and what a consumer has read of it."""
+    """What was produced per partition, and what a consumer has read of it. ``send(topic, partition,
+    value)`` produces one record and returns its offset."""
 
-    def __init__(self, raw: RawClient) -> None:
-        self.raw = raw
+    def __init__(self, send: Callable[[str, int, bytes], int]) -> None:
+        self.send = send
         self.produced: dict[TP, list[str]] = {}
         self.read: dict[TP, list[tuple[int, str]]] = {}
 
@@ -191,12 +192,12 @@ class Records:
             values = self.produced.setdefault((t, p), [])
             for _ in range(n):
                 value = f"{t}/{p}/{len(values)}"
-                assert produce_one(self.raw, t, p, value.encode()) == len(values)
+                assert self.send(t, p, value.encode()) == len(values)
                 values.append(value)
         return n * len(tps)
 
-    def take(self, consumer: Consumer, count: int, what: str) -> None:
-        got = consumer.poll(count, 60)
+    def take(self, consumer: Consumer, count: int, what: str, timeout: float = 60) -> None:
+        got = consumer.poll(count, timeout)
         for t, p, offset, value in got:
             self.read.setdefault((t, p), []).append((offset, value))
         assert len(got) == count, f"{what}: read {len(got)} of {count}: {got}"
@@ -215,7 +216,7 @@ def run_scenario(cluster: Any, consumer: Consumer) -> None:
     create_topic(bootstrap, c, 1)
     expected_sessions = 1 if consumer.uses_sessions else 0
     with RawClient(bootstrap, client_id="fs-clients") as raw:
-        recs = Records(raw)
+        recs = Records(lambda t, p, v: produce_one(raw, t, p, v))
         a0, a1, a2, b0, c0 = (a, 0), (a, 1), (a, 2), (b, 0), (c, 0)
 
         consumer.assign([a0, a1, b0, c0])
