@@ -162,5 +162,7 @@ def _offsets_or_none(bootstrap: str, topic: str, partition: int) -> tuple[int, i
 
     try:
         return offsets(bootstrap, topic, partition)
-    except OSError:
+    except (OSError, StopIteration):
+        # StopIteration: the partition still names the dead broker as leader while the broker list no
+        # longer has it (its ZooKeeper registration is gone, the controller has not elected yet).
         return None
