@@ -20,7 +20,7 @@ from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import request_type
 from protocol.records import build_batch
-from tests.integration.helpers import RawClient, create_topic, unique
+from tests.integration.helpers import RawClient, create_topic, unique, wait_until
 
 _FETCH = request_type(ApiKey.FETCH)
 _DELETE_RECORDS = request_type(ApiKey.DELETE_RECORDS)
@@ -354,3 +354,56 @@ def test_throttled_incremental_fetch_keeps_the_session_and_its_news(cluster_fact
             if r.throttle_time_ms == 0:
                 break
         assert summary(r)[2] == {1: ("NONE", 60, log_start, False)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Authorization is checked on every partition a fetch reads, cached ones included (as in Kafka): an ACL
+# that takes READ away stops an incremental session at its next fetch.
+
+
+def test_revoked_read_applies_to_partitions_cached_in_a_session(cluster_factory: Any) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    cluster = cluster_factory(1, overrides={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                            "allow.everyone.if.no.acl.found": "true"})
+    topic = unique("fs-acl")
+    create_topic(cluster.bootstrap, topic, 1)
+    deny = ACL("User:ANONYMOUS", "*", ACLOperation.READ, ACLPermissionType.DENY,
+               ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, client_id="fs-acl-admin")
+    with RawClient(cluster.bootstrap, client_id="fs-acl") as raw:
+        produce_one(raw, topic, 0, b"secret")
+        f = SessionFetcher(raw, topic, topic_id_of(raw, topic))
+        full = f.fetch(0, 0, {0: 1})
+        sid, epoch = full.session_id, 1
+        assert sid and summary(full)[2] == {0: ("NONE", 1, 0, False)}
+
+        def next_fetch() -> Any:
+            nonlocal epoch
+            r = f.fetch(sid, epoch, {})
+            epoch += 1
+            return r
+
+        try:
+            admin.create_acls([deny])
+            denied = ("NONE", True, {0: ("TOPIC_AUTHORIZATION_FAILED", -1, -1, False)})
+            wait_until(lambda: summary(next_fetch()) == denied, 20, "the cached partition refused")
+            assert summary(next_fetch()) == denied  # refused at every fetch, not once
+        finally:
+            admin.delete_acls([ACLFilter("User:ANONYMOUS", "*", ACLOperation.READ, ACLPermissionType.DENY,
+                                         ResourcePatternFilter(ResourceType.TOPIC, topic,
+                                                               ACLResourcePatternType.LITERAL))])
+            admin.close()
+        # Allowed again: the partition comes back (its cached HW was reset by the error).
+        wait_until(lambda: summary(next_fetch()) == ("NONE", True, {0: ("NONE", 1, 0, False)}), 20,
+                   "the partition served again")
