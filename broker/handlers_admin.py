@@ -228,11 +228,16 @@ class AdminHandlers:
         parts = []
         for pid in sorted(info.partitions):
             p = info.partitions[pid]
-            code = ErrorCode.NONE
+            code, leader = ErrorCode.NONE, p.leader
             if p.leader < 0 or self.metadata.endpoint(p.leader, listener) is None:
-                code = ErrorCode.LEADER_NOT_AVAILABLE
+                # As Kafka's MetadataCache: no leader id that the broker list cannot resolve. A leader
+                # that is not alive is LEADER_NOT_AVAILABLE; one alive without this listener,
+                # LISTENER_NOT_FOUND.
+                alive = p.leader >= 0 and self.metadata.alive(p.leader)
+                code = ErrorCode.LISTENER_NOT_FOUND if alive else ErrorCode.LEADER_NOT_AVAILABLE
+                leader = -1
             parts.append(_META.MetadataResponsePartition(
-                error_code=code, partition_index=pid, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                error_code=code, partition_index=pid, leader_id=leader, leader_epoch=p.leader_epoch,
                 replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline_replicas))
         return _META.MetadataResponseTopic(error_code=0, name=info.name, topic_id=info.topic_id,
                                            is_internal=info.name in INTERNAL_TOPICS, partitions=parts,
