@@ -464,12 +464,11 @@ class FetchManager:
         epoch: int = body.session_epoch
         topics = body.topics
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch
-            if session_id != INVALID_SESSION_ID:
-                shard = self.cache.shard_of(session_id)
-                session = shard.get(session_id) if shard is not None else None
-                if session is not None:  # a full fetch closes the session it names
-                    shard.remove(session)  # type: ignore[union-attr]
-                    log.debug("Removed fetch session %d.", session_id)
+            closing = self.cache.shard_of(session_id) if session_id != INVALID_SESSION_ID else None
+            session = closing.get(session_id) if closing is not None else None
+            if closing is not None and session is not None:  # a full fetch closes the session it names
+                closing.remove(session)
+                log.debug("Removed fetch session %d.", session_id)
             if epoch == FINAL_EPOCH:
                 return SessionlessFetchContext(topics)
             return FullFetchContext(self, topics, version, is_follower, topic_names)
