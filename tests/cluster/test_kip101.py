@@ -54,8 +54,16 @@ def _produce(broker: Any, topic: str, value: bytes, acks: int) -> int:
 
 
 def _served_values(broker: Any, topic: str) -> list[bytes]:
-    """What ``broker``, as leader, serves to a consumer (everything below its high watermark)."""
+    """What ``broker``, as leader, serves to a consumer (everything below its high watermark).
+
+    ZooKeeper names the new leader a moment before the controller's LeaderAndIsr reaches it; until
+    then it answers NOT_LEADER_OR_FOLLOWER, which a consumer retries, and so does this."""
     with RawClient(broker.bootstrap) as raw:
+        def serving() -> Any:
+            pd = raw.fetch(topic, 0, 0)
+            return pd if pd.error_code == 0 else None
+
+        wait_until(serving, 30, f"broker {broker.broker_id} serving {topic}-0 as leader")
         return [r.value for b in raw.fetch_batches(topic, 0) for r in b.records()]
 
 
