@@ -77,7 +77,9 @@ MAX_TOPIC_NAME = 249
 MAX_PARTITIONS_PER_REQUEST = 10_000
 _TOO_LARGE = "Unable to perform excessively large batch operation."
 # DescribeConfigs resource types (Kafka's ConfigResource.Type ids).
-RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP = 2, 4, 8, 16, 32
+# The resource types ConfigAdminManager lets through to the config store (BROKER_LOGGER: incremental only).
+_ALTERABLE_RESOURCE_TYPES = (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP)
 _OPS_UNKNOWN = OPERATIONS_OMITTED  # "authorized operations not requested"
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -538,9 +540,8 @@ class AdminHandlers:
     # ------------------------------------------------------------------------------------------------
     # Configs
 
-    def _describe_topic_config(self, topic: str, names: list[str] | None, synonyms: bool,
+    def _describe_topic_config(self, lc: LogConfig, names: list[str] | None, synonyms: bool,
                                documentation: bool) -> list[Any]:
-        lc = self.configs.topic_config(topic)
         out = []
         for name, d in sorted(REGISTRY.items()):
             if not d.topic or (names is not None and name not in names):
@@ -595,8 +596,16 @@ class AdminHandlers:
                 if res.resource_name not in self.metadata.topics:
                     r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                r.configs = self._describe_topic_config(res.resource_name, names, b.include_synonyms,
-                                                        b.include_documentation)
+                # ZooKeeper, not this broker's cache, as Kafka's ZkConfigRepository: an alter just done
+                # through another broker shows at once, before its change notification reaches us.
+                try:
+                    overrides = await self.zk_call(self.zk.get_topic_config, res.resource_name)
+                    lc = LogConfig.from_broker(self.configs.config, dict(overrides), strict=False)
+                except Exception as e:  # ZooKeeper unreachable: the cache is the best answer left
+                    log.warning("reading topic %s's config from ZooKeeper failed (%s); answering from the cache",
+                                res.resource_name, e)
+                    lc = self.configs.topic_config(res.resource_name)
+                r.configs = self._describe_topic_config(lc, names, b.include_synonyms, b.include_documentation)
             elif res.resource_type == RESOURCE_BROKER:
                 if res.resource_name not in ("", str(self.broker_id)):
                     r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, \
@@ -675,13 +684,50 @@ class AdminHandlers:
             return ErrorCode.NONE, None
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource_type}"
 
+    def _preprocess_alter_configs(self, resources: list[Any], incremental: bool) -> dict[int, tuple[ErrorCode, str]]:
+        """Kafka's ConfigAdminManager.preprocess, which runs before authorization: a resource named twice,
+        a key named twice within a resource, a null value (other than an incremental DELETE), a broker
+        resource naming another broker and an unknown resource type are INVALID_REQUEST. Keyed by id()."""
+        errors: dict[int, tuple[ErrorCode, str]] = {}
+        seen: dict[tuple[int, str], Any] = {}
+        for res in resources:
+            key = (res.resource_type, res.resource_name)
+            earlier = seen.get(key)
+            seen[key] = res
+            if earlier is not None:
+                for r in (earlier, res):
+                    errors[id(r)] = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+        for res in resources:
+            if id(res) in errors:
+                continue
+            names = [c.name for c in res.configs]
+            nulls = [c.name for c in res.configs
+                     if c.value is None and not (incremental and c.config_operation == 1)]
+            if len(set(names)) != len(names):
+                errors[id(res)] = (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            elif nulls:
+                errors[id(res)] = (ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+            elif res.resource_type == RESOURCE_BROKER and res.resource_name:
+                if not res.resource_name.lstrip("-").isdigit():
+                    errors[id(res)] = (ErrorCode.INVALID_REQUEST,
+                                       f"Node id must be an integer, but it is: {res.resource_name}")
+                elif int(res.resource_name) != self.broker_id:
+                    errors[id(res)] = (ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {self.broker_id}, "
+                                                                  f"but received {res.resource_name}")
+            elif res.resource_type not in _ALTERABLE_RESOURCE_TYPES + ((RESOURCE_BROKER_LOGGER,) if incremental else ()):
+                errors[id(res)] = (ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
+        return errors
+
     async def alter_configs(self, conn: Connection, req: Request) -> Any:
         b = req.body
         out = []
+        preprocessed = self._preprocess_alter_configs(b.resources, incremental=False)
         for res in b.resources:
             new = {c.name: c.value for c in res.configs}
             refused = self._config_refused(conn, req, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
-            if refused is not None:
+            if id(res) in preprocessed:
+                code, msg = preprocessed[id(res)]
+            elif refused is not None:
                 code, msg = refused, None
             else:
                 code, msg = await self._apply_config(res.resource_type, res.resource_name, new, b.validate_only)
@@ -693,10 +739,13 @@ class AdminHandlers:
     async def incremental_alter_configs(self, conn: Connection, req: Request) -> Any:
         b = req.body
         out = []
+        preprocessed = self._preprocess_alter_configs(b.resources, incremental=True)
         for res in b.resources:
             refused = self._config_refused(conn, req, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
-            bad_name = (refused, None) if refused is not None else \
-                self._resource_name_error(res.resource_type, res.resource_name)
+            bad_name: tuple[ErrorCode, str | None] | None = preprocessed.get(id(res))
+            if bad_name is None:
+                bad_name = (refused, None) if refused is not None else \
+                    self._resource_name_error(res.resource_type, res.resource_name)
             if bad_name:
                 out.append(_IAC.AlterConfigsResourceResponse(error_code=bad_name[0], error_message=bad_name[1],
                                                              resource_type=res.resource_type,

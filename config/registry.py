@@ -129,8 +129,10 @@ class ConfigError(ValueError):
         self.value = value
         self.reason = reason
         defn = REGISTRY.get(name)
-        shown = "[hidden]" if defn is not None and defn.sensitive else value
-        super().__init__(f"Invalid value {shown!r} for configuration {name}: {reason}")
+        # Kafka's ConfigException text: the value as Java prints it (a list as "[a, b]"), unquoted.
+        shown = "[hidden]" if defn is not None and defn.sensitive else \
+            "[" + ", ".join(map(str, value)) + "]" if isinstance(value, (list, tuple)) else value
+        super().__init__(f"Invalid value {shown} for configuration {name}: {reason}")
 
 
 class Password:
@@ -238,9 +240,39 @@ def _num(x: float | None) -> str:
 
 
 _THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
-# MetadataVersion strings: "3.9", "3.9-IV0", "0.10.2", "0.10.0-IV1". Looser than Kafka's table
-# lookup, which also rejects unknown releases; good enough to catch typos.
-_METADATA_VERSION = re.compile(r"\d+\.\d+(\.\d+)?(-IV\d+)?")
+# Apache Kafka 3.9's MetadataVersion table (release, internal version), oldest first: what
+# inter.broker.protocol.version and the deprecated message.format.version accept.
+_METADATA_VERSIONS = (
+    [(r, "") for r in ("0.8.0", "0.8.1", "0.8.2", "0.9.0")]
+    + [("0.10.0", "IV0"), ("0.10.0", "IV1"), ("0.10.1", "IV0"), ("0.10.1", "IV1"), ("0.10.1", "IV2"),
+       ("0.10.2", "IV0"), ("0.11.0", "IV0"), ("0.11.0", "IV1"), ("0.11.0", "IV2"), ("1.0", "IV0"), ("1.1", "IV0"),
+       ("2.0", "IV0"), ("2.0", "IV1"), ("2.1", "IV0"), ("2.1", "IV1"), ("2.1", "IV2"), ("2.2", "IV0"), ("2.2", "IV1"),
+       ("2.3", "IV0"), ("2.3", "IV1"), ("2.4", "IV0"), ("2.4", "IV1"), ("2.5", "IV0"), ("2.6", "IV0"), ("2.7", "IV0"),
+       ("2.7", "IV1"), ("2.7", "IV2"), ("2.8", "IV0"), ("2.8", "IV1"), ("3.0", "IV0"), ("3.0", "IV1"), ("3.1", "IV0"),
+       ("3.2", "IV0"), ("3.3", "IV0"), ("3.3", "IV1"), ("3.3", "IV2"), ("3.3", "IV3"), ("3.4", "IV0"), ("3.5", "IV0"),
+       ("3.5", "IV1"), ("3.5", "IV2"), ("3.6", "IV0"), ("3.6", "IV1"), ("3.6", "IV2"), ("3.7", "IV0"), ("3.7", "IV1"),
+       ("3.7", "IV2"), ("3.7", "IV3"), ("3.7", "IV4"), ("3.8", "IV0"), ("3.9", "IV0")]
+)
+# 4.0-IV0 and 4.0-IV1 exist in 3.9 but are not production versions: only their full names are known.
+_UNSTABLE_METADATA_VERSIONS = ("4.0-IV0", "4.0-IV1")
+_IBP_VERSIONS = frozenset(
+    [f"{r}-{iv}" if iv else r for r, iv in _METADATA_VERSIONS] + [r for r, _ in _METADATA_VERSIONS]
+    + list(_UNSTABLE_METADATA_VERSIONS)
+)
+
+
+def metadata_version_key(value: str) -> str:
+    """The table key Kafka's MetadataVersion.fromVersionString looks up: a "0.x" version is cut to three
+    dotted parts and any other to two, so "0.10.0.0" means 0.10.0 and "3.9.1" means 3.9."""
+    parts = value.split(".")
+    while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
+        parts.pop()
+    keep = 3 if value.startswith("0.") else 2
+    return value if keep >= len(parts) else ".".join(parts[:keep])
+
+
+def is_metadata_version(value: str) -> bool:
+    return metadata_version_key(value) in _IBP_VERSIONS
 
 
 def _throttled_replicas_ok(value: tuple[str, ...]) -> bool:
@@ -253,11 +285,19 @@ THROTTLED_REPLICAS = Check(
     "must be '*' or a list of partitionId:brokerId pairs",
     "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
 )
-METADATA_VERSION = Check(
-    lambda v: bool(_METADATA_VERSION.fullmatch(v)),
-    "not a Kafka version such as 3.9 or 3.9-IV0",
-    "[0.8.0, ..., 3.9-IV0]",
-)
+class MetadataVersionCheck:
+    """Kafka's MetadataVersionValidator: the value must name a row of the MetadataVersion table."""
+
+    def __call__(self, name: str, value: Any) -> None:
+        if not is_metadata_version(str(value)):
+            raise ConfigError(name, value, f"Version {value} is not a valid version")
+
+    def __str__(self) -> str:
+        return "[" + ", ".join([f"{r}-{iv}" if iv else r for r, iv in _METADATA_VERSIONS]
+                               + list(_UNSTABLE_METADATA_VERSIONS)) + "]"
+
+
+METADATA_VERSION = MetadataVersionCheck()
 _HOST_CHARACTERS = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
 
 

@@ -64,3 +64,66 @@ def _create(admin: KafkaAdminClient, topic: str) -> bool:
         return True
     except TopicAlreadyExistsError:  # the previous incarnation is still being deleted
         return False
+
+
+def _raw_alter(bootstrap: str, incremental: bool, resources: list[tuple[int, str, list[tuple[str, str | None]]]],
+               validate_only: bool = False) -> list[tuple[int, str | None]]:
+    """(error code, message) per resource of an AlterConfigs (or IncrementalAlterConfigs: SET, or DELETE
+    for a None value) sent to the broker at ``bootstrap``."""
+    key = ApiKey.INCREMENTAL_ALTER_CONFIGS if incremental else ApiKey.ALTER_CONFIGS
+    mt = request_type(key)
+    with RawClient(bootstrap) as raw:
+        if incremental:
+            body = [mt.AlterConfigsResource(resource_type=t, resource_name=n, configs=[
+                mt.AlterableConfig(name=k, config_operation=1 if v is None else 0, value=v) for k, v in cfgs])
+                for t, n, cfgs in resources]
+        else:
+            body = [mt.AlterConfigsResource(resource_type=t, resource_name=n, configs=[
+                mt.AlterableConfig(name=k, value=v) for k, v in cfgs]) for t, n, cfgs in resources]
+        r = raw.request(key, 1 if incremental else 2, resources=body, validate_only=validate_only)
+    return [(x.error_code, x.error_message) for x in r.responses]
+
+
+def test_config_requests_are_checked_and_read_from_zookeeper(cluster_factory: Any) -> None:
+    """Kafka's ConfigAdminManager.preprocess errors; a DescribeConfigs on another broker right after an
+    alter sees the new value (Kafka in ZooKeeper mode reads topic configs from ZooKeeper every time);
+    the deprecated message.format.version values Kafka 3.9 still takes."""
+    cluster = cluster_factory(2)
+    b0, b1 = (b.bootstrap for b in cluster.brokers)
+    topic = unique("cfgcheck")
+    admin = KafkaAdminClient(bootstrap_servers=b0)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 2)])
+        wait_until(lambda: all(_topic_config(b, topic, "retention.ms") is not None for b in (b0, b1)), 15,
+                   "the topic on both brokers")
+        invalid = 42  # INVALID_REQUEST
+        for incremental in (False, True):
+            assert _raw_alter(b0, incremental, [(RESOURCE_TOPIC, topic, [("retention.ms", "1"),
+                                                                          ("retention.ms", "2")])]) == \
+                [(invalid, "Error due to duplicate config keys")]
+            assert _raw_alter(b0, incremental, [(RESOURCE_TOPIC, topic, [("retention.ms", "1")]),
+                                                (RESOURCE_TOPIC, topic, [("segment.ms", "9000000")])]) == \
+                [(invalid, "Each resource must appear at most once.")] * 2
+            other = str(cluster.brokers[1].broker_id)
+            assert _raw_alter(b0, incremental, [(4, other, [("log.cleaner.threads", "2")])]) == \
+                [(invalid, f"Unexpected broker id, expected {cluster.brokers[0].broker_id}, but received {other}")]
+            assert _raw_alter(b0, incremental, [(4, "x", [("log.cleaner.threads", "2")])]) == \
+                [(invalid, "Node id must be an integer, but it is: x")]
+        assert _raw_alter(b0, False, [(RESOURCE_TOPIC, topic, [("retention.ms", None)])]) == \
+            [(invalid, "Null value not supported for : retention.ms")]
+        # Nothing of the refused requests was applied.
+        assert _topic_config(b1, topic, "retention.ms") == "604800000"
+
+        # Altered through b0, described by b1 at once: no waiting for b1's change notification.
+        for value in ("3600001", "3600002", "3600003"):
+            assert _raw_alter(b0, True, [(RESOURCE_TOPIC, topic, [("retention.ms", value)])]) == [(0, None)]
+            assert _topic_config(b1, topic, "retention.ms") == value
+
+        # Kafka 3.9 still takes the deprecated message format versions, and cuts them as it does.
+        for value in ("0.10.0.0", "0.8.2.2", "2.8", "3.9.1", "3.0-IV1"):
+            assert _raw_alter(b0, True, [(RESOURCE_TOPIC, topic, [("message.format.version", value)])]) == \
+                [(0, None)], value
+        [(code, msg)] = _raw_alter(b0, True, [(RESOURCE_TOPIC, topic, [("message.format.version", "5.5")])])
+        assert code == 40 and msg is not None and "Version 5.5 is not a valid version" in msg  # INVALID_CONFIG
+    finally:
+        admin.close()
