@@ -56,7 +56,9 @@ class AlterPartitionHandler:
         self._ctl.stats.alter_partition_requests += 1
         broker_id = req.broker_id
         reg = ctx.live_brokers.get(broker_id)
-        if reg is None or (req.broker_epoch != -1 and req.broker_epoch != reg.broker_epoch):
+        # The sender's own epoch must be its current one, -1 included (Kafka's ZooKeeper controller; -1
+        # is only "unknown" for the ISR members' epochs below, KIP-903).
+        if reg is None or req.broker_epoch != reg.broker_epoch:
             return resp_t(error_code=ErrorCode.STALE_BROKER_EPOCH)
         names = {tid: t for t, tid in ctx.topic_ids.items()}
         results: dict[TopicPartition, tuple[int, LeaderIsrAndControllerEpoch | None]] = {}

@@ -183,6 +183,9 @@ def test_alter_partition_fencing(zk_connect: str) -> None:
             # A stale broker epoch is refused as a whole.
             bad = await ctl.handle_alter_partition(alter_partition(tid, 0, 1, e1 - 1, st.leader_epoch, [1], p.partition_epoch))
             assert bad.error_code == ErrorCode.STALE_BROKER_EPOCH
+            unknown = await ctl.handle_alter_partition(alter_partition(tid, 0, 1, -1, st.leader_epoch, [1],
+                                                                       p.partition_epoch))
+            assert unknown.error_code == ErrorCode.STALE_BROKER_EPOCH
             # Unknown topic id.
             import uuid
             unk = await ctl.handle_alter_partition(alter_partition(uuid.uuid4(), 0, 1, e1, 0, [1], 0))
