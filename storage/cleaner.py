@@ -14,7 +14,7 @@ One pass over a log:
    epoch, sequence, transactional flag, leader epoch and compression (KIP-534: batches holding tombstones
    or markers get a delete horizon; a tombstone goes once its batch's horizon has passed). Records of
    aborted transactions go. A transaction marker goes once no batch of its transaction remains and its
-   horizon has passed. The last batch of each producer is kept, even empty, so its sequence survives.
+   horizon has passed; an abort marker that stays keeps its entry in the cleaned segment's ``.txnindex``. The last batch of each producer is kept, even empty, so its sequence survives.
 4. Swap each cleaned group in with the ``.cleaned`` -> ``.swap`` -> final rename scheme
    (:meth:`PartitionLog.replace_segments`).
 
@@ -36,7 +36,7 @@ from storage.batch_headers import CONTROL_ABORT, BatchHeader, control_record
 from storage.errors import StorageError
 from storage.log import PartitionLog, cleanup_policies, config_value, now_ms
 from storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
-from storage.txn_index import AbortedTxn
+from storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -156,25 +156,31 @@ class CleanerCheckpoints:
 
 
 class _TxnTracker:
-    """Kafka's CleanedTransactionMetadata: which transactions a pass has seen batches of."""
+    """Kafka's CleanedTransactionMetadata: which transactions a pass has seen batches of, and the
+    transaction index of the segment being written, which gets the aborted transactions whose markers
+    stay (so read_committed fetches of what remains still see them as aborted)."""
 
     def __init__(self, aborted: list[AbortedTxn]) -> None:
         self._aborted = sorted(aborted, key=lambda t: t.first_offset)
         self._next = 0
-        self.ongoing_aborted: dict[int, bool] = {}
+        # producer id -> (its aborted transaction, whether a batch of it was seen in this pass)
+        self.ongoing_aborted: dict[int, tuple[AbortedTxn, bool]] = {}
         self.ongoing_committed: set[int] = set()
+        self.cleaned_index: TransactionIndex | None = None
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         while self._next < len(self._aborted) and self._aborted[self._next].first_offset <= offset:
-            self.ongoing_aborted.setdefault(self._aborted[self._next].producer_id, False)
+            txn = self._aborted[self._next]
+            self.ongoing_aborted.setdefault(txn.producer_id, (txn, False))
             self._next += 1
 
     def data_batch_is_aborted(self, h: BatchHeader) -> bool:
         if not h.is_transactional:
             return False
         self._consume_aborted_up_to(h.last_offset)
-        if h.producer_id in self.ongoing_aborted:
-            self.ongoing_aborted[h.producer_id] = True
+        ongoing = self.ongoing_aborted.get(h.producer_id)
+        if ongoing is not None:
+            self.ongoing_aborted[h.producer_id] = (ongoing[0], True)
             return True
         self.ongoing_committed.add(h.producer_id)
         return False
@@ -182,8 +188,13 @@ class _TxnTracker:
     def marker_can_be_discarded(self, h: BatchHeader, control_type: int) -> bool:
         self._consume_aborted_up_to(h.last_offset)
         if control_type == CONTROL_ABORT:
-            saw_batches = self.ongoing_aborted.pop(h.producer_id, None)
-            return not saw_batches
+            ongoing = self.ongoing_aborted.pop(h.producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                # The marker stays until no batch of its transaction is left: so does its index entry.
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(ongoing[0])
+                return False
+            return True
         committed = h.producer_id in self.ongoing_committed
         self.ongoing_committed.discard(h.producer_id)
         return not committed
@@ -322,6 +333,7 @@ class LogCleaner:
         segment_bytes = int(config_value(lg.config, "segment_bytes"))
         for group in self._group_segments(segments, segment_bytes):
             cleaned = lg.new_cleaned_segment(group[0].base_offset)
+            tracker.cleaned_index = cleaned.txn_index
             try:
                 for seg in group:
                     self._clean_into(seg, cleaned, offset_map, end_offset, t, delete_retention, tracker,

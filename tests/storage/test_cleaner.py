@@ -166,6 +166,11 @@ def test_producer_metadata_and_transactions_survive_compaction(log_dir):
     assert b"aborted" not in values and b"committed" in values
     assert any(v.is_control and v.producer_id == 88 for v in views)  # markers wait for their horizon
     assert all(v.is_transactional for v in views if v.producer_id in (88, 99))
+    # The abort marker stays, and so does its .txnindex entry in the cleaned segment (Kafka's
+    # CleanedTransactionMetadata): read_committed fetches from the log start still learn of it.
+    [marker] = [v for v in views if v.is_control and v.producer_id == 88]
+    aborted = lg.collect_aborted_transactions(0, lg.log_end_offset)
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in aborted] == [(88, 20, marker.base_offset)]
     # an idempotent retry of the last batch is still detected after compaction + restart
     lg.close()
     lg = PartitionLog(log_dir, compact_config(), had_clean_shutdown=False)
