@@ -15,6 +15,9 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 # The chaos suite (make chaos): nftables cuts links between network namespaces, libfaketime moves clocks.
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
+# ... and its disk faults: a FUSE filesystem over libfuse 3 (fuse3), small ext4 images (e2fsprogs).
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/include/stdint.h ] || need+=(libc6-dev)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clients.admin import WireClient
+from tests.chaos.disks import FaultyDir, SmallDisk
 from tests.chaos.netns import Network, Node, broker_node, zk_node
 from tests.chaos.nodes import (
     BROKER_PORT,
@@ -53,7 +54,7 @@ BROKER_SETTINGS = {
 
 class ChaosCluster:
     def __init__(self, brokers: int, base_dir: Path, *, proxied: bool = False, clocks: set[int] | None = None,
-                 overrides: dict[str, str] | None = None, seed: int = 0) -> None:
+                 overrides: dict[str, str] | None = None, seed: int = 0, disks: str | None = None) -> None:
         self.n = brokers
         self.base_dir = base_dir
         base_dir.mkdir(parents=True, exist_ok=True)
@@ -72,8 +73,17 @@ class ChaosCluster:
         settings = dict(BROKER_SETTINGS)
         settings.update(overrides or {})
         zk_connect = f"{self.zk_node.ip}:{ZK_PORT}{CHROOT}"
+        # The disk scenarios: every broker gets a second log dir ("fuse": a faulty FUSE filesystem,
+        # "small": a small loop-mounted ext4), so a fault on one broker's leaves it another to serve from.
+        self.disks: dict[int, FaultyDir | SmallDisk] = {}
+        if disks is not None:
+            for i in range(brokers):
+                d = base_dir / f"broker-{i}"
+                d.mkdir(parents=True, exist_ok=True)
+                self.disks[i] = FaultyDir(d) if disks == "fuse" else SmallDisk(d)
         self.brokers = [NsBroker(i, node, zk_connect, base_dir, overrides=settings, proxied=proxied,
-                                 clock=self.clocks.get(i))
+                                 clock=self.clocks.get(i),
+                                 extra_log_dir=self.disks[i].mount if i in self.disks else None)
                         for i, node in enumerate(self.broker_nodes)]
         self._zk_view: Any = None
         self._admin: WireClient | None = None
@@ -94,6 +104,8 @@ class ChaosCluster:
             self.zk.start()
             for p in self.proxies.values():
                 p.start()
+            for disk in self.disks.values():
+                disk.start()
             for b in self.brokers:
                 b.start()
             for b in self.brokers:
@@ -118,6 +130,9 @@ class ChaosCluster:
                 b.stop(timeout=15)
         for p in self.proxies.values():
             p.stop()
+        for disk in self.disks.values():
+            with contextlib.suppress(Exception):
+                disk.stop()
         with contextlib.suppress(Exception):
             self.zk.stop()
         self.net.down()

@@ -114,7 +114,7 @@ class NsBroker:
 
     def __init__(self, broker_id: int, node: Node, zk_connect: str, base_dir: Path, *,
                  overrides: Mapping[str, str] | None = None, proxied: bool = False,
-                 clock: FakeClock | None = None) -> None:
+                 clock: FakeClock | None = None, extra_log_dir: Path | None = None) -> None:
         self.broker_id = broker_id
         self.node = node
         self.dir = base_dir / f"broker-{broker_id}"
@@ -128,7 +128,9 @@ class NsBroker:
             "broker.id": str(broker_id),
             "listeners": f"PLAINTEXT://{node.ip}:{listen_port}",
             "advertised.listeners": f"PLAINTEXT://{node.ip}:{BROKER_PORT}",
-            "log.dirs": str(self.dir / "data"),
+            # A second log dir (the disk scenarios' faulty one) goes first: a new partition goes to the
+            # dir holding the fewest, the first listed on a tie, so both dirs get partitions.
+            "log.dirs": ",".join(str(d) for d in (extra_log_dir, self.dir / "data") if d is not None),
             "zookeeper.connect": zk_connect,
             "metrics.port": "-1",
         }

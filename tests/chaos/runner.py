@@ -84,7 +84,8 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
     directory = base / scenario.key
     shutil.rmtree(directory, ignore_errors=True)  # a replay starts from nothing
     cluster = ChaosCluster(scenario.brokers, directory, proxied=scenario.proxied,
-                           clocks={clock_broker} if clock_broker is not None else None, seed=rng.randrange(1 << 30))
+                           clocks={clock_broker} if clock_broker is not None else None, seed=rng.randrange(1 << 30),
+                           disks=scenario.disks)
     if clock_broker is not None:
         cluster.clocks[clock_broker].set(scenario.clock_start_offset)
     rows = [Row(scenario.key, w) for w in ("acks=all idempotent", "acks=1", "transactional copy", "consumer group")]
@@ -94,7 +95,7 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         cluster.start()
         assignment = placement(cluster, scenario, rng, clock_broker)
         for topic in (TOPIC, ACKS1_TOPIC, COPY_TOPIC):
-            cluster.create_topic(topic, assignment)
+            cluster.create_topic(topic, assignment, configs=scenario.topic_configs if topic == TOPIC else None)
         workloads = Workloads(
             producer=VerifyingProducer(cluster.bootstrap, TOPIC, PARTITIONS, rate=40, name="all").start(),
             producer_acks1=VerifyingProducer(cluster.bootstrap, ACKS1_TOPIC, PARTITIONS, acks="1", idempotent=False,
@@ -137,11 +138,15 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         workloads.group.stop()
         workloads.monitor.stop()
         start = ctx.fault_start or end
-        check_producer(rows[0], plog, source, loss_allowed=False)
+        check_producer(rows[0], plog, source, loss_allowed=scenario.loss_allowed)
+        if workloads.producer.replaced_after_fatal:
+            rows[0].notes.append(f"the idempotent producer hit {workloads.producer.replaced_after_fatal} fatal "
+                                 "error(s) and was replaced by a new one (new producer id)")
         rows[0].unavailable_s = _unavailable(plog, start, end)
         check_producer(rows[1], plog1, read_topic(cluster.bootstrap, ACKS1_TOPIC, PARTITIONS), loss_allowed=True)
         rows[1].unavailable_s = _unavailable(plog1, start, end)
-        check_copy(rows[2], source, read_topic(cluster.bootstrap, COPY_TOPIC, PARTITIONS, read_committed=True))
+        check_copy(rows[2], source, read_topic(cluster.bootstrap, COPY_TOPIC, PARTITIONS, read_committed=True),
+                   input_loss_allowed=scenario.loss_allowed)
         rows[2].unavailable_s = longest_gap(workloads.copy_job.stats.commit_times, start, end)
         stats = workloads.copy_job.stats
         rows[2].notes.append(f"{stats.committed} committed, {stats.aborted} aborted, {stats.restarts} new "

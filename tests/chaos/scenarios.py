@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.chaos.cluster import ChaosCluster
+from tests.chaos.disks import FaultyDir, SmallDisk
 from tests.chaos.nodes import wait
 
 TOPIC = "events"
@@ -96,6 +97,12 @@ class Scenario:
     clock_start_offset: int = 0
     # The leader of events-0: "non-controller", "controller", or a broker id from the clock choice.
     leader: str = "non-controller"
+    # A second log dir on every broker: "fuse" (tests/chaos/faultfs.py) or "small" (a small ext4).
+    disks: str | None = None
+    # Kafka's guarantee allows acknowledged writes to be lost (unclean leader election on): the rows
+    # show the loss and it is not a violation.
+    loss_allowed: bool = False
+    topic_configs: dict[str, str] | None = None  # for events, at creation
 
 
 # ------------------------------------------------------------------------------------------------
@@ -297,6 +304,133 @@ def coordinator_cut_during_commit(ctx: Ctx) -> None:
     wait_rejoined(ctx, coord)
 
 
+def restart_broker(ctx: Ctx, broker_id: int) -> None:
+    """SIGTERM (SIGKILL if it will not go), start again, wait until it serves and is registered."""
+    broker = ctx.cluster.brokers[broker_id]
+    ctx.note(f"restart broker {broker_id}")
+    broker.stop(timeout=30)
+    broker.start()
+    try:
+        broker.wait_ready(1, timeout=90)
+    except RuntimeError as e:
+        ctx.problems.append(str(e).splitlines()[0])
+    wait_rejoined(ctx, broker_id)
+
+
+def _on_disk(ctx: Ctx, broker_id: int, topic: str = TOPIC) -> list[int]:
+    """The partitions of ``topic`` whose replica on ``broker_id`` lives on its faulty log dir."""
+    disk = ctx.cluster.disks[broker_id]
+    return [p for p in range(PARTITIONS) if disk.holds(f"{topic}-{p}")]
+
+
+def _dir_failure_seen(ctx: Ctx, broker_id: int, partitions: list[int], what: str) -> None:
+    """KIP-112: the failed dir's replicas leave every ISR, leadership of them moves to other brokers, and
+    the broker, still up, keeps leading what lives in its other dir."""
+    cluster = ctx.cluster
+    ok = ctx.wait_for(f"broker {broker_id}'s replicas on the {what} dir ({TOPIC} {partitions}) left the ISR and "
+                      "lost leadership", lambda: all(
+                          broker_id not in cluster.isr(TOPIC, p) and cluster.leader(TOPIC, p) not in (broker_id, -1)
+                          for p in partitions), 60)
+    if not ok:
+        ctx.problems.append(f"the {what} log dir of broker {broker_id} did not go offline: its replicas of "
+                            f"{TOPIC} {partitions} stayed in the ISR or kept leadership")
+    if not cluster.brokers[broker_id].running:
+        ctx.problems.append(f"broker {broker_id} exited although it had a healthy log dir left")
+    elsewhere = [p for p in range(PARTITIONS) if p not in partitions]
+    if elsewhere and not all(broker_id in cluster.isr(TOPIC, p) for p in elsewhere):
+        ctx.note(f"broker {broker_id} also left the ISR of {TOPIC} {elsewhere} (on its healthy dir)")
+
+
+def full_disk_on_one_replica(ctx: Ctx) -> None:
+    replicas = [b.broker_id for b in ctx.cluster.brokers]
+    victim = ctx.rng.choice(replicas)
+    disk = ctx.cluster.disks[victim]
+    assert isinstance(disk, SmallDisk)
+    held = _on_disk(ctx, victim)
+    ctx.start_fault(f"fill broker {victim}'s small log dir (it holds {TOPIC} {held})")
+    ctx.note(f"filler wrote {disk.fill() >> 20} MiB; the filesystem is full")
+    if held:
+        _dir_failure_seen(ctx, victim, held, "full")
+    ctx.hold()
+    disk.free()
+    ctx.note(f"freed broker {victim}'s disk")
+    restart_broker(ctx, victim)
+    ctx.heal()
+
+
+def readonly_dir_on_leader(ctx: Ctx) -> None:
+    lead = leader0(ctx)
+    disk = ctx.cluster.disks[lead]
+    assert isinstance(disk, FaultyDir)
+    held = _on_disk(ctx, lead)
+    ctx.start_fault(f"leader {lead}'s faulty log dir turns read-only (EROFS; it holds {TOPIC} {held})")
+    disk.set("readonly")
+    if held:
+        _dir_failure_seen(ctx, lead, held, "read-only")
+    ctx.hold()
+    disk.set("ok")
+    ctx.note(f"broker {lead}'s dir writable again")
+    restart_broker(ctx, lead)
+    ctx.heal()
+
+
+def slow_fsync_on_leader(ctx: Ctx) -> None:
+    from clients.admin import RESOURCE_TOPIC
+
+    lead = leader0(ctx)
+    disk = ctx.cluster.disks[lead]
+    assert isinstance(disk, FaultyDir)
+    admin = ctx.cluster.admin()
+    ctx.start_fault(f"flush.messages=1 on {TOPIC}; every fsync on leader {lead}'s faulty dir (holding {TOPIC} "
+                    f"{_on_disk(ctx, lead)}) waits 200 ms")
+    admin.incremental_alter_configs(RESOURCE_TOPIC, TOPIC, {"flush.messages": "1"}, [])
+    disk.set("ok", fsync_delay_ms=200)
+    ctx.hold()
+    delayed = disk.delayed_fsyncs()
+    ctx.note(f"about {delayed} fsyncs delayed on broker {lead}'s faulty dir")
+    if not delayed:
+        ctx.problems.append("flush.messages=1 made no fsync reach the slow filesystem")
+    disk.set("ok")
+    admin.incremental_alter_configs(RESOURCE_TOPIC, TOPIC, {}, ["flush.messages"])
+    ctx.heal()
+
+
+def lagging_replica_left_alone(ctx: Ctx) -> None:
+    """A follower falls out of the ISR; then both in-sync replicas die and only the lagging one is left."""
+    cluster = ctx.cluster
+    lead = leader0(ctx)
+    # Not the controller: cut off from the brokers, it could not shrink the ISR (see scenario 4).
+    controller = cluster.controller()
+    candidates = followers0(ctx)
+    lagging = ctx.rng.choice([f for f in candidates if f != controller] or candidates)
+    in_sync = [b.broker_id for b in cluster.brokers if b.broker_id != lagging]
+    ctx.start_fault(f"cut follower {lagging} off from the other brokers (it still reaches ZooKeeper)")
+    cluster.net.isolate(name(lagging), [name(b) for b in in_sync])
+    # The partitions it follows (it leads one of the three, and with the controller out of reach its own
+    # ISR cannot change).
+    followed = [p for p in range(PARTITIONS) if cluster.leader(TOPIC, p) != lagging]
+    ctx.wait_for(f"follower {lagging} left the ISR of {TOPIC} {followed}", lambda: all(
+        lagging not in cluster.isr(TOPIC, p) for p in followed), 60)
+    ctx.hold(ctx.timings.hold / 2)  # acks=all writes go on with two replicas; the lagging one misses them
+    ctx.note(f"SIGKILL the in-sync replicas {in_sync} (leader {lead}); heal the lagging one's links")
+    for b in in_sync:
+        cluster.brokers[b].kill()
+    cluster.net.heal()
+    unclean = ctx.wait_for(f"{TOPIC}-0 led by the lagging replica {lagging}",
+                           lambda: cluster.leader(TOPIC, 0) == lagging, 30)
+    ctx.note(f"{TOPIC}-0 {'elected' if unclean else 'did not elect'} the out-of-sync replica")
+    ctx.hold(ctx.timings.hold / 2)
+    for b in in_sync:
+        cluster.brokers[b].start()
+    for b in in_sync:
+        try:
+            cluster.brokers[b].wait_ready(1, timeout=90)
+        except RuntimeError as e:
+            ctx.problems.append(str(e).splitlines()[0])
+        wait_rejoined(ctx, b)
+    ctx.heal()
+
+
 def _random_broker(n: int) -> Callable[[random.Random], int]:
     return lambda rng: rng.randrange(n)
 
@@ -336,6 +470,28 @@ SCENARIOS: list[Scenario] = [
     Scenario("11", "transaction coordinator partitioned away during a commit",
              "The transaction commits or aborts as a whole (KIP-98): read_committed output equals the input "
              "exactly.", NO_LOSS, coordinator_cut_during_commit),
+    Scenario("7", "a full disk on one replica (a small ext4 log dir filled up)",
+             "KIP-112: an IOException (no space left) takes the log dir offline; its replicas leave the ISR, "
+             "leadership moves to other brokers, the broker keeps serving its other dirs; after the disk is freed "
+             "and the broker restarted, its replicas catch up; nothing acknowledged is lost.",
+             NO_LOSS + " The same log dir handling as Kafka's.", full_disk_on_one_replica, disks="small"),
+    Scenario("8", "a read-only log dir on the leader (FUSE: EROFS from then on)",
+             "KIP-112: the dir goes offline, leadership of its partitions moves away, the broker keeps serving "
+             "from its other dirs; nothing acknowledged is lost.",
+             NO_LOSS + " The same log dir handling as Kafka's.", readonly_dir_on_leader, disks="fuse"),
+    Scenario("12", "slow fsync: flush.messages=1, each fsync on the leader's dir 200 ms late (FUSE)",
+             "Writes slow down (every append waits for its fsync); nothing acknowledged is lost.", NO_LOSS,
+             slow_fsync_on_leader, disks="fuse"),
+    Scenario("13", "unclean election ON: the in-sync replicas die, a lagging one is left",
+             "unclean.leader.election.enable=true trades durability for availability: the out-of-sync replica "
+             "becomes leader and acknowledged writes it never got are lost (acks=all included); the others "
+             "truncate to it when they come back.",
+             "The same: the loss is counted and allowed (ok (loss allowed)); order and idempotence still hold.",
+             lagging_replica_left_alone, loss_allowed=True,
+             topic_configs={"unclean.leader.election.enable": "true"}),
+    Scenario("14", "unclean election OFF (the default): the same fault",
+             "The partition stays offline (no leader) until an in-sync replica returns; nothing acknowledged is "
+             "lost; the outage shows as unavailability.", NO_LOSS, lagging_replica_left_alone),
 ]
 
 

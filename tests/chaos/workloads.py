@@ -75,6 +75,8 @@ class VerifyingProducer:
         self._thread = threading.Thread(target=self._run, name=f"producer-{self.log.session}", daemon=True)
         self.error: BaseException | None = None
         self.undelivered = 0
+        self._fatal = threading.Event()
+        self.replaced_after_fatal = 0
 
     def start(self) -> VerifyingProducer:
         from confluent_kafka import Producer
@@ -84,9 +86,23 @@ class VerifyingProducer:
                      "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100})
         if not self.log.idempotent:
             conf["max.in.flight.requests.per.connection"] = 5
+        self._conf = conf
         self.producer = Producer(conf, logger=CLIENT_LOG)
         self._thread.start()
         return self
+
+    def _replace_after_fatal(self) -> None:
+        """An idempotent producer's fatal error (e.g. its sequence desynchronized after an unclean leader
+        election lost acknowledged writes) ends that producer: do what an application does, start a new
+        one (a new producer id) and go on. What the old one had in flight is reported failed."""
+        from confluent_kafka import Producer
+
+        self._fatal.clear()
+        old = self.producer
+        old.purge()
+        old.flush(5)
+        self.producer = Producer(self._conf, logger=CLIENT_LOG)
+        self.replaced_after_fatal += 1
 
     def burst(self, on: bool) -> None:
         """While on, send up to 2,000 records a second (a produce burst)."""
@@ -97,6 +113,8 @@ class VerifyingProducer:
             with self.log.lock:
                 if err is not None:
                     self.log.failed[seq] = str(err)
+                    if err.fatal():
+                        self._fatal.set()
                 else:
                     # librdkafka reports no offset (None) for a batch acknowledged as a duplicate of one
                     # already written: the checker then looks for the record anywhere in its partition.
@@ -109,6 +127,8 @@ class VerifyingProducer:
         seq = 0
         try:
             while not self._stop.is_set():
+                if self._fatal.is_set():
+                    self._replace_after_fatal()
                 partition = seq % self.partitions
                 value = f"{self.log.session}:{seq}".encode()
                 while True:
