@@ -25,6 +25,7 @@ from broker.connection import Connection, ConnectionStats, limited_log
 from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
 from broker.kafka_apis import KafkaApis
 from broker.listeners import Endpoint, inter_broker_and_control_plane, parse_listeners, parse_protocol_map
+from broker.log_dir_failure import LogDirFailureHandler
 from broker.log_validator import RECORD_SCANNER
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
@@ -165,10 +166,13 @@ class Broker:
         from broker.quota import start_client_quotas
 
         await start_client_quotas(self.apis, cfg.get, self.zk, self.zk_call, self.config_changes)
+        self.log_dir_failure = LogDirFailureHandler(
+            self.broker_id, list(cfg.log_dir_list), lambda: self.log_manager.online_dirs if self.log_manager else [],
+            self.zk_call, self.zk)
         self.log_manager = LogManager(
             list(cfg.log_dir_list), broker_id=self.broker_id, cluster_id=self.cluster_id,
             default_config=LogConfig.from_broker(cfg, {}), topic_config=self.topic_config,
-            on_dir_offline=self._on_dir_offline,
+            on_dir_offline=self.log_dir_failure.on_dir_offline,
             retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
             flush_offset_checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"),
             flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"),
@@ -184,6 +188,9 @@ class Broker:
                                       backoff_ms=cfg.get("log.cleaner.backoff.ms"))
             self.cleaner.start()
         self.replica_manager = await build_components(self)
+        # From here on a failed log dir is handled on the event loop (KIP-112: broker/log_dir_failure.py).
+        self.log_dir_failure.stop_partitions = self.replica_manager.on_log_dir_failure
+        self.log_dir_failure.loop = asyncio.get_running_loop()
         await self._start_listeners()
         self.broker_epoch = await self._register()
         # After a ZooKeeper session expiry the client re-registers us; the new czxid is our epoch.
@@ -430,9 +437,6 @@ class Broker:
                 await self.loop.run_in_executor(None, self.log_manager.tick)
             except Exception:
                 log.exception("log maintenance failed")
-
-    def _on_dir_offline(self, log_dir: str) -> None:
-        log.error("log directory %s went offline; its partitions are offline on this broker", log_dir)
 
     async def shutdown(self) -> None:
         from broker.metrics import stop_metrics

@@ -266,6 +266,9 @@ class BrokerCollector:
                 ("partitioncount", "Partition replicas on this broker.", len(partitions))):
             out.append(GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value))
         out += [log_size, log_end, log_start, segments]
+        out.append(GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
+                                     "Log directories that failed and went offline (KIP-112).",
+                                     value=len(lm.offline_dirs) if lm is not None else 0))
         isr_mgr = b.components.isr_manager
         out.append(CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks (IsrShrinksPerSec).",
                                        value=getattr(isr_mgr, "shrinks", 0)))

@@ -147,7 +147,7 @@ class ReplicaManager:
         for ts in topic_states:
             for ps in ts.partition_states:
                 tp = (ts.topic_name, ps.partition_index)
-                if tp in self.partitions:
+                if tp in self.partitions or self._maybe_in_failed_dir(tp, ps.is_new):
                     continue
                 config = configs.get(ts.topic_name)
                 if config is None:
@@ -206,6 +206,11 @@ class ReplicaManager:
             errs = []
             for ps in ts.partition_states:
                 code = ErrorCode.NONE
+                if self._maybe_in_failed_dir((ts.topic_name, ps.partition_index), ps.is_new):
+                    # KIP-112: the controller takes this replica offline and elects a leader elsewhere.
+                    errs.append(_LAI.LeaderAndIsrPartitionError(partition_index=ps.partition_index,
+                                                                error_code=ErrorCode.KAFKA_STORAGE_ERROR))
+                    continue
                 try:
                     p = self.get_or_create_partition(ts.topic_name, ps.partition_index, ts.topic_id)
                     if ps.leader == self.broker_id:
@@ -239,6 +244,31 @@ class ReplicaManager:
         for topic, partition, _leader in became_follower:
             self.notify_hw((topic, partition))  # parked produces/fetches learn they lost leadership
         return _LAI(error_code=ErrorCode.NONE, topics=topics)
+
+    def _maybe_in_failed_dir(self, tp: TP, is_new: bool) -> bool:
+        """The replica was in a log dir that failed, or may have been: Kafka's LogManager refuses to create
+        the log of a partition that is not new while any dir is offline (it would start an empty replica
+        beside the lost one)."""
+        lm = self.log_manager
+        if tp in lm.offline_partitions:
+            return True
+        return not is_new and bool(lm.offline_dirs) and lm.get_log(*tp) is None
+
+    async def on_log_dir_failure(self, log_dir: str) -> list[TP]:
+        """KIP-112 on this broker: the partitions of a failed dir stop replicating and serving (their
+        requests get KAFKA_STORAGE_ERROR), produces parked on them finish, and the coordinators let go of
+        any they led. Returns those partitions."""
+        gone = sorted(tp for tp in self.log_manager.offline_partitions if tp in self.partitions)
+        for tp in gone:
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_partition(tp)
+            p = self.partitions[tp]
+            p.leader_id = -1  # parked acks=all produces answer now instead of timing out
+            p.pending_isr = None
+            self.notify_hw(tp)
+        if gone:
+            await self._notify_leadership([], [(t, p, -1) for t, p in gone])
+        return gone
 
     async def stop_replicas(self, request: Any) -> Any:
         """Apply a StopReplica the controller sent (already fenced). A partition state with a leader

@@ -78,6 +78,9 @@ class ControllerContext:
     epoch_zk_version: int = 0
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)  # includes shutting-down
     shutting_down_broker_ids: set[int] = field(default_factory=set)
+    # KIP-112: per broker, the replicas a LeaderAndIsr answer showed to be in a failed log dir (cleared when
+    # the broker registers again).
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
     all_topics: set[str] = field(default_factory=set)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     assignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
@@ -106,9 +109,17 @@ class ControllerContext:
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition | None = None, *,
                           include_shutting_down: bool = False) -> bool:
+        """Kafka's isReplicaOnline: the broker is alive and the replica is not in one of its failed log
+        dirs (KIP-112)."""
+        if tp is not None and tp in self.replicas_on_offline_dirs.get(broker_id, ()):
+            return False
         if include_shutting_down:
             return broker_id in self.live_brokers
         return broker_id in self.live_brokers and broker_id not in self.shutting_down_broker_ids
+
+    def live_replica_brokers(self, tp: TopicPartition, brokers: set[int]) -> set[int]:
+        """``brokers`` without those whose replica of ``tp`` sits in a failed log dir: who may lead it."""
+        return {b for b in brokers if tp not in self.replicas_on_offline_dirs.get(b, ())}
 
     # -------------------------------------------------------------------------- topics and partitions
 

@@ -52,6 +52,7 @@ from controller.controller_config import (
 )
 from controller.election import Elector
 from controller.leader_balance import LeaderBalancer
+from controller.log_dir_events import LogDirEvents
 from controller.partition_state_machine import PartitionStateMachine
 from controller.reassignment import ReassignmentManager
 from controller.topic_deletion import TopicDeletionManager
@@ -132,6 +133,7 @@ class KafkaController:
         self.leader_balance = LeaderBalancer(self)
         self.topic_deletion = TopicDeletionManager(self)
         self.reassignments = ReassignmentManager(self)
+        self.log_dir_events = LogDirEvents(self)
 
     # ==========================================================================================
     # Lifecycle
@@ -260,7 +262,8 @@ class KafkaController:
         if not self._active:
             return None
         if name in ("broker_change", "topic_change", "topic_deletion", "partition_modification",
-                    "isr_change", "config_change", "broker_modification", "reassign_znode"):
+                    "isr_change", "config_change", "broker_modification", "reassign_znode", "log_dir_event",
+                    "replicas_offline"):
             gen, payload = ev.payload if isinstance(ev.payload, tuple) and len(ev.payload) == 2 else (None, None)
             if gen is not None and gen != self._generation:
                 return None  # a watch from an earlier term
@@ -279,6 +282,12 @@ class KafkaController:
                 return await self._process_config_change()
             if name == "reassign_znode":
                 return await self.reassignments.process_reassign_znode()
+            if name == "log_dir_event":
+                return await self.log_dir_events.process_notifications()
+            if name == "replicas_offline":
+                assert isinstance(payload, tuple)
+                broker, partitions = payload
+                return await self.log_dir_events.on_replicas_offline(broker, partitions)
         if name == "stop_replica_response":
             return await self.topic_deletion.on_stop_replica_response(*ev.payload)
         if name == "auto_rebalance":
@@ -355,6 +364,7 @@ class KafkaController:
             ctx.leadership[tp] = st
         deletions = await self._zk(self.zk.get_topic_deletions, self._watcher("topic_deletion"))
         isr_changes = await self._zk(self.zk.get_isr_change_notifications, self._watcher("isr_change"))
+        log_dir_events = await self._zk(self.zk.get_log_dir_event_notifications, self._watcher("log_dir_event"))
         changes = await self._zk(self.zk.get_config_change_notifications, self._watcher("config_change"))
         self._last_config_change = changes[-1] if changes else None
 
@@ -391,6 +401,8 @@ class KafkaController:
         await self.topic_deletion.handle_deletion_requests(deletions)
         if isr_changes:
             await self._apply_isr_changes(isr_changes)
+        if log_dir_events:
+            await self.log_dir_events.process_notifications(log_dir_events)
         self._flush_batch()
         await self.topic_deletion.resume_deletions()
         # Reassignments in flight (adding/removing replicas in the assignment) and legacy requests.
@@ -503,7 +515,9 @@ class KafkaController:
                 by_topic_um.setdefault(tp[0], []).append(um_t.UpdateMetadataPartitionState(
                     partition_index=tp[1], controller_epoch=um_state.controller_epoch, leader=leader,
                     leader_epoch=um_state.leader_epoch, isr=list(um_state.isr), zk_version=um_state.zk_version,
-                    replicas=list(um_assignment.replicas), offline_replicas=[]))
+                    replicas=list(um_assignment.replicas),
+                    offline_replicas=[r for r in um_assignment.replicas if not ctx.is_replica_online(
+                        r, tp, include_shutting_down=True)]))
             topic_states = [um_t.UpdateMetadataTopicState(topic_name=t, topic_id=ctx.topic_ids.get(t, zd.ZERO_UUID),
                                                            partition_states=ps) for t, ps in by_topic_um.items()]
             live = [um_t.UpdateMetadataBroker(
@@ -549,6 +563,10 @@ class KafkaController:
                 if p.error_code != ErrorCode.NONE:
                     log.info("controller %d: broker %d answered LeaderAndIsr for partition %d of topic %s with "
                              "error %d", self.broker_id, broker, p.partition_index, t.topic_id, p.error_code)
+        # KIP-112: KAFKA_STORAGE_ERROR means the replica is in a failed log dir of that broker.
+        offline = self.log_dir_events.storage_errors_in(broker, resp)
+        if offline:
+            self._post_threadsafe("replicas_offline", (self._generation, (broker, offline)))
 
     def _on_update_metadata_response(self, broker: int, api_key: int, resp: Struct | None,
                                      err: BaseException | None) -> None:
@@ -621,6 +639,7 @@ class KafkaController:
     async def _on_broker_startup(self, new_brokers: list[int]) -> None:
         ctx = self.context
         ctx.shutting_down_broker_ids -= set(new_brokers)
+        self.log_dir_events.forget(new_brokers)
         existing = ctx.live_or_shutting_down_broker_ids - set(new_brokers)
         self._add_update_metadata(existing, ())
         self._add_update_metadata(new_brokers, [tp for tp in ctx.all_partitions() if tp in ctx.leadership])
@@ -650,6 +669,7 @@ class KafkaController:
         ctx = self.context
         dead = set(dead_brokers)
         ctx.shutting_down_broker_ids -= dead
+        self.log_dir_events.forget(dead)
         offline_leader = [tp for tp, st in ctx.leadership.items()
                           if st.leader in dead and not ctx.is_topic_queued_for_deletion(tp[0])]
         for tp in offline_leader:

@@ -155,15 +155,16 @@ class PartitionStateMachine:
                 assignment = ctx.replicas(tp)
                 if strategy == "offline":
                     unclean = force_unclean or self.unclean_enabled(topic_configs.get(tp[0], {}))
-                    res = le.elect_offline(tp, st, assignment, ctx.live_broker_ids, unclean)
+                    res = le.elect_offline(tp, st, assignment, ctx.live_replica_brokers(tp, ctx.live_broker_ids), unclean)
                 elif strategy == "preferred":
-                    res = le.elect_preferred(tp, st, assignment, ctx.live_broker_ids)
+                    res = le.elect_preferred(tp, st, assignment, ctx.live_replica_brokers(tp, ctx.live_broker_ids))
                 elif strategy == "controlled_shutdown":
-                    res = le.elect_controlled_shutdown(tp, st, assignment, ctx.live_or_shutting_down_broker_ids,
-                                                       ctx.shutting_down_broker_ids)
+                    res = le.elect_controlled_shutdown(
+                        tp, st, assignment, ctx.live_replica_brokers(tp, ctx.live_or_shutting_down_broker_ids),
+                        ctx.shutting_down_broker_ids)
                 elif strategy == "reassign":
                     target = ctx.assignments[tp].target_replicas
-                    res = le.elect_for_reassignment(tp, st, target, ctx.live_broker_ids)
+                    res = le.elect_for_reassignment(tp, st, target, ctx.live_replica_brokers(tp, ctx.live_broker_ids))
                 else:
                     raise ValueError(strategy)
                 if res.new_state is None:

@@ -888,6 +888,34 @@ class KafkaZkClient:
                 raise r
 
     # ------------------------------------------------------------------------------------------
+    # Log dir failure notifications (KIP-112): a broker whose log dir failed asks the controller to
+    # find out, through LeaderAndIsr, which of its replicas are gone.
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        return self._retry(lambda: self._zk.create(
+            f"{zd.LOG_DIR_EVENT_NOTIFICATION_PATH}/{zd.LOG_DIR_EVENT_PREFIX}", zd.encode_log_dir_event(broker_id),
+            sequence=True, makepath=True))
+
+    def get_log_dir_event_notifications(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.get_children(zd.LOG_DIR_EVENT_NOTIFICATION_PATH, watch) or [])
+
+    def get_brokers_from_log_dir_events(self, names: Iterable[str]) -> set[int]:
+        out: set[int] = set()
+        for got in self._get_many([f"{zd.LOG_DIR_EVENT_NOTIFICATION_PATH}/{n}" for n in names]):
+            if got is not None:
+                broker = zd.decode_log_dir_event(got[0])
+                if broker is not None:
+                    out.add(broker)
+        return out
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str], expected_controller_epoch_zk_version: int
+                                           ) -> None:
+        ops = [("delete", f"{zd.LOG_DIR_EVENT_NOTIFICATION_PATH}/{n}", b"", -1) for n in names]
+        for r in self._checked_writes_async(expected_controller_epoch_zk_version, ops):
+            if isinstance(r, Exception) and not isinstance(r, NoNodeError):
+                raise r
+
+    # ------------------------------------------------------------------------------------------
     # Reassignment and preferred replica election znodes
 
     def get_partition_reassignment(self, watch: Watch | None = None) -> dict[TopicPartition, list[int]]:

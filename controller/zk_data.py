@@ -38,6 +38,8 @@ PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CLUSTER_PATH = "/cluster"
 CLUSTER_ID_PATH = "/cluster/id"
@@ -557,6 +559,19 @@ def decode_reassignment(data: bytes) -> dict[tuple[str, int], list[int]]:
         raise ZkDataError(f"bad reassignment json {data!r}")
     return {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
             for e in js.get("partitions", [])}
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """A /log_dir_event_notification/log_dir_event_N znode: a broker's log dir failed (KIP-112)."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int | None:
+    """The broker id of a log dir failure event, None for anything else."""
+    js = _loads(data)
+    if not isinstance(js, dict) or js.get("event") != LOG_DIR_FAILURE_EVENT:
+        return None
+    return int(js["broker"])
 
 
 def encode_partition_set(partitions: Iterable[tuple[str, int]]) -> bytes:

@@ -15,8 +15,9 @@ class StorageError(Exception):
 class KafkaStorageError(StorageError):
     """KAFKA_STORAGE_ERROR (56): the log's disk failed or is full.
 
-    ``disk_full`` is True for ENOSPC/EDQUOT: the partition stays online and accepts writes again once space
-    returns. Any other I/O error takes the log directory offline.
+    ``disk_full`` is True for ENOSPC/EDQUOT: the log itself stays consistent and would accept writes again
+    once space returns, but the LogManager takes its directory offline, as for any other I/O error (Kafka's
+    LogDirFailureChannel does the same for every IOException).
     """
 
     error_code = 56

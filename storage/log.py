@@ -280,6 +280,13 @@ class PartitionLog:
     # ================================================================================ I/O errors
     def _io_failure(self, exc: OSError, action: str) -> KafkaStorageError:
         if is_disk_full(exc):
+            # The log itself stays consistent and could take writes again once space returns; whoever owns
+            # the directory decides (the LogManager takes it offline, as Kafka does for any IOException).
+            if self.io_error_handler is not None:
+                try:
+                    self.io_error_handler(self, exc)
+                except Exception:  # the handler must not mask the storage error
+                    log.exception("log dir failure handler raised")
             return KafkaStorageError(f"{action} {self.topic}-{self.partition}: disk full ({exc})", disk_full=True,
                                      cause=exc)
         if is_out_of_descriptors(exc):

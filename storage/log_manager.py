@@ -11,7 +11,7 @@ Directory layout (Kafka's)::
     <log dir>/<topic>-<partition>/                segments, leader-epoch-checkpoint, partition.metadata
 
 A new partition goes to the online directory holding the fewest partitions. Any OSError from a directory's
-files (other than a full disk) takes that directory offline: its partitions are closed and reported in
+files (a full disk included, as Kafka; not running out of descriptors, which is the process's) takes that directory offline: its partitions are closed and reported in
 ``offline_partitions``, ``offline_dirs`` grows and ``on_dir_offline`` is called; the process keeps running.
 """
 
@@ -178,6 +178,9 @@ class LogManager:
             yield
         except OSError as e:
             if is_disk_full(e):
+                # Kafka's LogDirFailureChannel takes any IOException, "No space left on device" included:
+                # the dir goes offline and leadership of its partitions moves to other brokers (KIP-112).
+                self._mark_offline(log_dir, e)
                 raise KafkaStorageError(f"log dir {log_dir} is full: {e}", disk_full=True, cause=e) from e
             if is_out_of_descriptors(e):
                 # The process ran out of descriptors: the disk is fine. Close idle segment files so
@@ -407,7 +410,7 @@ class LogManager:
                 lg = made.get(tp)
                 if err is not None or lg is None:
                     failed[tp] = err or KafkaStorageError(f"{tp[0]}-{tp[1]} was not created")
-                    if isinstance(err, OSError) and not is_disk_full(err) and not is_out_of_descriptors(err):
+                    if isinstance(err, OSError) and not is_out_of_descriptors(err):
                         self._mark_offline(d, err)
                     continue
                 if d in self.offline_dirs or tp in self._logs:
