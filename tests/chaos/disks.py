@@ -44,6 +44,7 @@ class FaultyDir:
         self.control = directory / "faultfs.json"
         self.log_path = directory / "faultfs.log"
         self.process: subprocess.Popen[bytes] | None = None
+        directory.mkdir(parents=True, exist_ok=True)
         write_control(self.control)
 
     def start(self) -> None:

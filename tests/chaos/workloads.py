@@ -30,6 +30,9 @@ CLIENT_LOG = logging.getLogger("chaos.rdkafka")
 CLIENT_LOG.setLevel(logging.CRITICAL)
 
 
+_FATAL = -150  # librdkafka's RD_KAFKA_RESP_ERR__FATAL: what messages fail with once the producer is dead
+
+
 def _client_base(bootstrap: str, client_id: str) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "client.id": client_id, "reconnect.backoff.max.ms": 1000,
             "topic.metadata.refresh.interval.ms": 5000, "socket.connection.setup.timeout.ms": 5000}
@@ -86,10 +89,15 @@ class VerifyingProducer:
                      "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100})
         if not self.log.idempotent:
             conf["max.in.flight.requests.per.connection"] = 5
+        conf["error_cb"] = self._on_client_error
         self._conf = conf
         self.producer = Producer(conf, logger=CLIENT_LOG)
         self._thread.start()
         return self
+
+    def _on_client_error(self, err: Any) -> None:
+        if err.fatal():
+            self._fatal.set()
 
     def _replace_after_fatal(self) -> None:
         """An idempotent producer's fatal error (e.g. its sequence desynchronized after an unclean leader
@@ -97,10 +105,10 @@ class VerifyingProducer:
         one (a new producer id) and go on. What the old one had in flight is reported failed."""
         from confluent_kafka import Producer
 
-        self._fatal.clear()
         old = self.producer
         old.purge()
         old.flush(5)
+        self._fatal.clear()  # after the old producer's last reports (failed with _FATAL)
         self.producer = Producer(self._conf, logger=CLIENT_LOG)
         self.replaced_after_fatal += 1
 
@@ -113,7 +121,7 @@ class VerifyingProducer:
             with self.log.lock:
                 if err is not None:
                     self.log.failed[seq] = str(err)
-                    if err.fatal():
+                    if err.fatal() or err.code() == _FATAL:
                         self._fatal.set()
                 else:
                     # librdkafka reports no offset (None) for a batch acknowledged as a duplicate of one
