@@ -109,21 +109,22 @@ class SmallDisk:
         return (self.mount / partition_dir).is_dir()
 
     def fill(self) -> int:
-        """Write a filler file until the filesystem is full; returns the bytes written."""
+        """Write a filler file until not one more byte fits; returns the bytes written. Big writes can be
+        refused while some space is left (ext4 keeps room for delayed allocation), so ever smaller ones
+        take the rest."""
         written = 0
-        chunk = b"\0" * (1 << 20)
         fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            while True:
-                try:
-                    n = os.write(fd, chunk)
-                except OSError:
-                    break
-                written += n
-                if n < len(chunk):
-                    continue
-            with contextlib.suppress(OSError):
-                os.fsync(fd)
+            for size in (1 << 20, 64 << 10, 4 << 10, 256, 1):
+                chunk = b"\0" * size
+                while True:
+                    try:
+                        n = os.write(fd, chunk)
+                    except OSError:
+                        break
+                    written += n
+                with contextlib.suppress(OSError):
+                    os.fsync(fd)  # allocates what was delayed: what is left is truly free
         finally:
             os.close(fd)
         return written

@@ -32,5 +32,5 @@ def test_quick_chaos_matrix_keeps_every_promise() -> None:
     assert proc.returncode == 0, f"chaos matrix failed (exit {proc.returncode}):\n{summary}\n{proc.stderr[-3000:]}"
     assert "every promise kept" in out
     # Every scenario ran and reported its four workloads.
-    for key in ("1", "2", "3", "4", "5", "6", "9", "10", "11"):
+    for key in ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"):
         assert f"| {key} " in summary, f"scenario {key} missing from the table:\n{summary}"

@@ -55,7 +55,8 @@ class ProducerLog:
     sent: dict[int, int] = field(default_factory=dict)  # seq -> partition
     acked: list[Ack] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)  # seq -> error
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Reentrant: a client's delivery callbacks can run inside any of its calls on the thread that holds it.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def ack_times(self, partition: int | None = None) -> list[float]:
         with self.lock:
@@ -89,15 +90,24 @@ class VerifyingProducer:
                      "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100})
         if not self.log.idempotent:
             conf["max.in.flight.requests.per.connection"] = 5
-        conf["error_cb"] = self._on_client_error
+        # A closure over the event only: a bound method would make the client and this object a cycle,
+        # and a client freed by the garbage collector serves its last callbacks wherever that runs.
+        fatal = self._fatal
+        conf["error_cb"] = lambda err: fatal.set() if err.fatal() else None
         self._conf = conf
         self.producer = Producer(conf, logger=CLIENT_LOG)
         self._thread.start()
         return self
 
-    def _on_client_error(self, err: Any) -> None:
-        if err.fatal():
-            self._fatal.set()
+    @staticmethod
+    def _drop_dead(producer: Any) -> None:
+        """Purge a producer that died of a fatal error. Its flush raises the fatal error, and may raise it
+        from inside a delivery callback (confluent-kafka then reports a SystemError): the records it
+        still held are neither acknowledged nor failed for the checker, which counts acknowledgments."""
+        with contextlib.suppress(Exception):
+            producer.purge()
+        with contextlib.suppress(Exception):
+            producer.flush(5)
 
     def _replace_after_fatal(self) -> None:
         """An idempotent producer's fatal error (e.g. its sequence desynchronized after an unclean leader
@@ -106,8 +116,7 @@ class VerifyingProducer:
         from confluent_kafka import Producer
 
         old = self.producer
-        old.purge()
-        old.flush(5)
+        self._drop_dead(old)
         self._fatal.clear()  # after the old producer's last reports (failed with _FATAL)
         self.producer = Producer(self._conf, logger=CLIENT_LOG)
         self.replaced_after_fatal += 1
@@ -117,21 +126,26 @@ class VerifyingProducer:
         (self._burst.set if on else self._burst.clear)()
 
     def _report(self, seq: int) -> Any:
+        # No lock here: when the client dies of a fatal error, confluent-kafka may call this with the
+        # error already raised underneath, and a lock's __enter__ then takes the lock and fails before
+        # the with-block is entered, leaving the lock held for good. Appending to a list and setting a
+        # dict item are atomic; readers take copies under the lock.
         def report(err: Any, msg: Any) -> None:
-            with self.log.lock:
-                if err is not None:
-                    self.log.failed[seq] = str(err)
-                    if err.fatal() or err.code() == _FATAL:
-                        self._fatal.set()
-                else:
-                    # librdkafka reports no offset (None) for a batch acknowledged as a duplicate of one
-                    # already written: the checker then looks for the record anywhere in its partition.
-                    offset = msg.offset()
-                    self.log.acked.append(Ack(seq, msg.partition(), -1 if offset is None else offset,
-                                              time.monotonic()))
+            if err is not None:
+                if err.fatal() or err.code() == _FATAL:
+                    self._fatal.set()
+                self.log.failed[seq] = str(err)
+            else:
+                # librdkafka reports no offset (None) for a batch acknowledged as a duplicate of one
+                # already written: the checker then looks for the record anywhere in its partition.
+                offset = msg.offset()
+                self.log.acked.append(Ack(seq, msg.partition(), -1 if offset is None else offset,
+                                          time.monotonic()))
         return report
 
     def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
         seq = 0
         try:
             while not self._stop.is_set():
@@ -146,10 +160,20 @@ class VerifyingProducer:
                         break
                     except BufferError:
                         self.producer.poll(0.1)
+                    except KafkaException as e:  # a dead producer refuses new records
+                        if not e.args or not (e.args[0].fatal() or e.args[0].code() == _FATAL):
+                            raise
+                        self._replace_after_fatal()
                 with self.log.lock:
                     self.log.sent[seq] = partition
                 seq += 1
-                self.producer.poll(0)
+                try:
+                    self.producer.poll(0)
+                except Exception as e:  # a fatal error surfaces here too, maybe from inside a callback
+                    if not (self._fatal.is_set() or isinstance(e, SystemError) or (
+                            isinstance(e, KafkaException) and e.args and e.args[0].code() == _FATAL)):
+                        raise
+                    self._replace_after_fatal()
                 if not self._burst.is_set():
                     self._stop.wait(self.interval)
                 elif seq % 20 == 0:  # a burst: up to 2,000 records a second, 50 times the usual rate
@@ -160,7 +184,14 @@ class VerifyingProducer:
     def stop(self, timeout: float = 60) -> ProducerLog:
         self._stop.set()
         self._thread.join(30)
-        self.undelivered = self.producer.flush(timeout)
+        try:
+            if self._fatal.is_set():
+                raise RuntimeError("the producer died of a fatal error")
+            self.undelivered = self.producer.flush(timeout)
+        except Exception:  # a fatal error now, or before: flush raises it (see _drop_dead)
+            self._fatal.set()
+            self._drop_dead(self.producer)
+            self.undelivered = 0
         if self.undelivered:
             self.producer.purge()
             self.producer.flush(5)
