@@ -24,6 +24,7 @@ def positions(slice_result: dict[str, Any]) -> list[tuple[int, int, str]]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_offset_and_timestamp_ranges(spark_jars: Path, cluster3: Any, tmp_path: Path) -> None:
     bootstrap = cluster3.bootstrap
     topic = unique("batch-views")

@@ -41,7 +41,8 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("how", ["restart", pytest.param("crash", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["restart", "crash"])
 def test_broker_restart_during_streaming_job(how: str, spark_jars: Path, cluster_factory: Any, tmp_path: Path) -> None:
     """``restart``: SIGTERM (controlled shutdown), then start. ``crash`` (make test-slow): SIGKILL, then start."""
     cluster = cluster_factory(3)

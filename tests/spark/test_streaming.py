@@ -41,6 +41,7 @@ def check_outputs(bootstrap: str, output_topic: str, work: Path, events: list[An
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_windowed_counts_to_kafka_and_parquet_then_resume(spark_jars: Path, cluster3: Any, tmp_path: Path) -> None:
     bootstrap = cluster3.bootstrap
     prefix = unique("views")
