@@ -250,9 +250,9 @@ class ReplicaManager:
         the log of a partition that is not new while any dir is offline (it would start an empty replica
         beside the lost one)."""
         lm = self.log_manager
-        if tp in lm.offline_partitions:
-            return True
-        return not is_new and bool(lm.offline_dirs) and lm.get_log(*tp) is None
+        if not lm.offline_dirs:  # the common case: no copy of the offline partition set per partition
+            return False
+        return tp in lm.offline_partitions or (not is_new and lm.get_log(*tp) is None)
 
     async def on_log_dir_failure(self, log_dir: str) -> list[TP]:
         """KIP-112 on this broker: the partitions of a failed dir stop replicating and serving (their
