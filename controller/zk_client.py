@@ -882,7 +882,11 @@ class KafkaZkClient:
         return out
 
     def delete_isr_change_notifications(self, names: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
-        ops = [("delete", f"{zd.ISR_CHANGE_NOTIFICATION_PATH}/{n}", b"", -1) for n in names]
+        self._delete_notifications(zd.ISR_CHANGE_NOTIFICATION_PATH, names, expected_controller_epoch_zk_version)
+
+    def _delete_notifications(self, path: str, names: Iterable[str], expected_controller_epoch_zk_version: int) -> None:
+        """Delete notification znodes under ``path`` as the controller of that epoch (gone already is fine)."""
+        ops = [("delete", f"{path}/{n}", b"", -1) for n in names]
         for r in self._checked_writes_async(expected_controller_epoch_zk_version, ops):
             if isinstance(r, Exception) and not isinstance(r, NoNodeError):
                 raise r
@@ -910,10 +914,7 @@ class KafkaZkClient:
 
     def delete_log_dir_event_notifications(self, names: Iterable[str], expected_controller_epoch_zk_version: int
                                            ) -> None:
-        ops = [("delete", f"{zd.LOG_DIR_EVENT_NOTIFICATION_PATH}/{n}", b"", -1) for n in names]
-        for r in self._checked_writes_async(expected_controller_epoch_zk_version, ops):
-            if isinstance(r, Exception) and not isinstance(r, NoNodeError):
-                raise r
+        self._delete_notifications(zd.LOG_DIR_EVENT_NOTIFICATION_PATH, names, expected_controller_epoch_zk_version)
 
     # ------------------------------------------------------------------------------------------
     # Reassignment and preferred replica election znodes
