@@ -18,6 +18,8 @@ command -v faketime >/dev/null 2>&1 || need+=(faketime)
 # ... and its disk faults: a FUSE filesystem over libfuse 3 (fuse3), small ext4 images (e2fsprogs).
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+# A real Prometheus scrapes a 3-broker cluster in the metrics test (tests/ops/test_metrics_prometheus.py).
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -f /usr/include/stdint.h ] || need+=(libc6-dev)
@@ -37,5 +39,12 @@ if [ ${#need[@]} -gt 0 ]; then
   if [[ " ${need[*]} " == *" zookeeper "* ]]; then
     $SUDO systemctl disable --now zookeeper >/dev/null 2>&1 || true
     $SUDO service zookeeper stop >/dev/null 2>&1 || true
+  fi
+  # Likewise Debian's Prometheus (9090) and its node exporter (9100): the tests start their own.
+  if [[ " ${need[*]} " == *" prometheus "* ]]; then
+    for svc in prometheus prometheus-node-exporter; do
+      $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
+      $SUDO service "$svc" stop >/dev/null 2>&1 || true
+    done
   fi
 fi
