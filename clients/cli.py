@@ -7,13 +7,22 @@ kafka-consumer-groups.sh, ...); the tools whose action is a flag (``--create``, 
 take it as a word: ``kafkette topics create --topic t`` is ``kafkette topics --create --topic t``.
 
 Exit status: 0 on success, 1 when the cluster refused or could not be reached (one line on stderr
-naming Kafka's error), 2 for bad command-line input (nothing is sent).
+naming Kafka's error), 2 for bad command-line input (nothing is sent). A bad flag is reported by the
+subcommand it was given to, with that subcommand's usage, as each of Kafka's tools reports its own.
+
+``--version`` (on ``kafkette`` and on every subcommand, as on each of Kafka's tools) prints the
+installed package's version and the Apache Kafka release whose protocol, formats and tools it follows.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import cache
+from typing import Any
+
+# The Apache Kafka release whose wire protocol, on-disk formats, configs and tools kafkette follows.
+KAFKA_VERSION = "3.9.1"
 
 # Subcommands whose action is a flag in Kafka's tool: words accepted in its place.
 _ACTION_WORDS = {
@@ -25,6 +34,50 @@ _ACTION_WORDS = {
     "scram": {"describe", "alter"},
     "client-quotas": {"describe", "alter"},
 }
+
+
+@cache
+def package_version() -> str:
+    """The installed distribution's version; the source tree's pyproject.toml when not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kafkette")
+    except metadata.PackageNotFoundError:
+        import tomllib
+        from pathlib import Path
+
+        try:
+            with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+                return str(tomllib.load(f)["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+def version_text() -> str:
+    return f"kafkette {package_version()} (Apache Kafka {KAFKA_VERSION})"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose subcommands report their own bad flags.
+
+    argparse hands a subcommand's unrecognized arguments back to the top-level parser, which then
+    prints the top-level usage. Here each parser rejects what it does not know itself, so
+    ``kafkette topics --list --bogus`` shows ``usage: kafkette topics ...`` (exit status 2).
+    Subparsers are made with this class too (``add_subparsers`` uses the parent's class), and each
+    gets ``--version``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--version", action="version", version=version_text(),
+                          help="print the kafkette version and the Apache Kafka version it follows, then exit")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def _broker_start(args: argparse.Namespace) -> int:
@@ -47,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_topics,
     )
 
-    p = argparse.ArgumentParser(prog="kafkette", description="A Kafka-compatible broker cluster, and tools that "
+    p = CommandParser(prog="kafkette", description="A Kafka-compatible broker cluster, and tools that "
                                 "speak Kafka's wire protocol to it (or to any Kafka cluster).")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker = sub.add_parser("broker", help="run a broker", description="Run a kafkette broker.")

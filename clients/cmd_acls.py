@@ -262,20 +262,32 @@ def plan_add(args: argparse.Namespace) -> dict[PatternFilter, list[Entry]]:
     return todo
 
 
-def add_acls(client: WireClient, todo: dict[PatternFilter, list[Entry]]) -> None:
+def _json_acls(pattern: PatternFilter, entries: list[Entry]) -> dict[str, Any]:
+    return {"resourceType": pattern.resource_type, "name": pattern.name, "patternType": pattern.pattern_type,
+            "acls": [{"principal": e.principal, "host": e.host, "operation": e.operation,
+                      "permissionType": e.permission} for e in entries]}
+
+
+def add_acls(client: WireClient, args: argparse.Namespace, todo: dict[PatternFilter, list[Entry]]) -> None:
     mt_creation = _request_type(ApiKey.CREATE_ACLS).AclCreation
+    as_json = getattr(args, "output", "table") == "json"
     for pattern, entries in todo.items():
-        print(_entry_block(f"Adding ACLs for resource `{pattern}`", entries))
+        if not as_json:
+            print(_entry_block(f"Adding ACLs for resource `{pattern}`", entries))
         resp = client.call(ApiKey.CREATE_ACLS, creations=[mt_creation(
             resource_type=RESOURCE_TYPES[pattern.resource_type], resource_name=pattern.name,
             resource_pattern_type=PATTERN_TYPES[pattern.pattern_type], principal=e.principal, host=e.host,
             operation=OPERATIONS[e.operation], permission_type=PERMISSIONS[e.permission]) for e in entries])
         for r in resp.results:
             check(r.error_code, r.error_message, "CreateAcls")
+    if as_json:
+        emit(args, {"added": [_json_acls(p, entries) for p, entries in todo.items()]})
 
 
 def remove_acls(client: WireClient, args: argparse.Namespace, todo: dict[PatternFilter, list[Entry]]) -> None:
     mt_filter = _request_type(ApiKey.DELETE_ACLS).DeleteAclsFilter
+    as_json = getattr(args, "output", "table") == "json"
+    removed: list[dict[str, Any]] = []
     for pattern, entries in todo.items():
         if entries:
             question = ("Are you sure you want to remove ACLs: \n " + "\n".join(f"\t{e}" for e in entries)
@@ -283,7 +295,8 @@ def remove_acls(client: WireClient, args: argparse.Namespace, todo: dict[Pattern
         else:
             question = f"Are you sure you want to delete all ACLs for resource filter `{pattern}`? (y/n)"
         if not args.force:
-            print(question)
+            # With --output json the question goes to stderr: stdout holds only JSON.
+            print(question, file=sys.stderr if as_json else sys.stdout, flush=True)
             if sys.stdin.readline().strip().lower() != "y":
                 continue
         base = dict(resource_type_filter=RESOURCE_TYPES[pattern.resource_type], resource_name_filter=pattern.name,
@@ -300,6 +313,14 @@ def remove_acls(client: WireClient, args: argparse.Namespace, todo: dict[Pattern
             check(r.error_code, r.error_message, "DeleteAcls")
             for m in r.matching_acls:
                 check(m.error_code, m.error_message, "DeleteAcls")
+                removed.append({"resourceType": _NAMES["rt"].get(m.resource_type, "UNKNOWN"),
+                                "name": m.resource_name,
+                                "patternType": _NAMES["pt"].get(m.pattern_type, "UNKNOWN"),
+                                "principal": m.principal, "host": m.host,
+                                "operation": _NAMES["op"].get(m.operation, "UNKNOWN"),
+                                "permissionType": _NAMES["perm"].get(m.permission_type, "UNKNOWN")})
+    if as_json:
+        emit(args, {"removed": removed})
 
 
 def list_acls(client: WireClient, args: argparse.Namespace) -> None:
@@ -342,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
     todo = plan_add(args) if args.action == "add" else filters_to_entries(args) if args.action == "remove" else {}
     with connect(args) as client:
         if args.action == "add":
-            add_acls(client, todo)
+            add_acls(client, args, todo)
         elif args.action == "remove":
             remove_acls(client, args, todo)
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from clients.admin import ELECTION_PREFERRED, ELECTION_UNCLEAN, RESOURCE_BROKER, RESOURCE_TOPIC, WireClient
@@ -17,7 +18,13 @@ from clients.cmd_common import (
     read_json_file,
     tp_str,
 )
+from clients.cmd_progress import Progress, chunks
 from clients.connection import KafkaWireError, WireError
+
+# A reassignment's progress is read this often while --wait waits for it.
+REASSIGNMENT_POLL_S = 0.5
+# Partitions per DeleteRecords round: the progress meter moves once per round.
+DELETE_RECORDS_CHUNK = 100
 
 
 def register_cluster(sub: Any) -> None:
@@ -37,9 +44,11 @@ def register(sub: Any) -> None:
                                     "leaderless partitions (kafka-leader-election.sh's flags).")
     add_connection_args(le, config_flag="--admin.config")
     add_output_arg(le)
-    le.add_argument("--election-type", required=True, type=str.upper, choices=("PREFERRED", "UNCLEAN"))
-    le.add_argument("--topic")
-    le.add_argument("--partition", type=int)
+    le.add_argument("--election-type", required=True, type=str.upper, choices=("PREFERRED", "UNCLEAN"),
+                    help="PREFERRED: move leadership to the first replica; UNCLEAN: elect any live replica of a "
+                         "partition without a leader, even one out of the ISR (case-insensitive)")
+    le.add_argument("--topic", help="the topic of the partition to elect a leader for (with --partition)")
+    le.add_argument("--partition", type=int, help="the partition to elect a leader for (with --topic)")
     le.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
     le.add_argument("--path-to-json-file", help='{"partitions": [{"topic": "t", "partition": 0}]}')
     le.set_defaults(func=run_leader_election)
@@ -51,6 +60,7 @@ def register(sub: Any) -> None:
     for a in ("generate", "execute", "verify", "cancel"):
         acts.add_argument(f"--{a}", dest="action", action="store_const", const=a, help=f"{a} a reassignment")
     add_connection_args(rp)
+    add_output_arg(rp)
     rp.add_argument("--topics-to-move-json-file", help='--generate: {"topics": [{"topic": "t"}], "version": 1}')
     rp.add_argument("--broker-list", help="--generate: brokers to place replicas on, e.g. 0,1,2")
     rp.add_argument("--reassignment-json-file", help="--execute/--verify/--cancel: the plan")
@@ -58,6 +68,9 @@ def register(sub: Any) -> None:
                     help="--execute: cap replication traffic of the moving replicas")
     rp.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
     rp.add_argument("--disable-rack-aware", action="store_true", help="--generate: ignore racks")
+    rp.add_argument("--wait", action="store_true",
+                    help="--execute/--verify: wait until every partition of the plan has moved, with a progress "
+                         "line on a terminal (--verify then removes the throttles)")
     rp.set_defaults(func=run_reassign)
 
     dr = sub.add_parser("delete-records", help="delete records below an offset",
@@ -155,10 +168,15 @@ def run_leader_election(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def _plan_json(assignment: dict[tuple[str, int], list[int]]) -> str:
-    return json.dumps({"version": 1, "partitions": [
+def _plan(assignment: dict[tuple[str, int], list[int]]) -> dict[str, Any]:
+    """A reassignment plan in kafka-reassign-partitions.sh's JSON format."""
+    return {"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
-        for (t, p), r in sorted(assignment.items())]})
+        for (t, p), r in sorted(assignment.items())]}
+
+
+def _plan_json(assignment: dict[tuple[str, int], list[int]]) -> str:
+    return json.dumps(_plan(assignment))
 
 
 def _read_plan(path: str) -> dict[tuple[str, int], list[int]]:
@@ -236,6 +254,9 @@ def run_reassign(args: argparse.Namespace) -> int:
                 for p, pi in ti.partitions.items():
                     current[(t, p)] = list(pi.replicas)
         proposed = generate_assignment({tp: len(r) for tp, r in current.items()}, brokers)
+        if args.output == "json":
+            emit(args, {"current": _plan(current), "proposed": _plan(proposed)})
+            return 0
         print("Current partition replica assignment")
         print(_plan_json(current))
         print()
@@ -254,8 +275,14 @@ def run_reassign(args: argparse.Namespace) -> int:
             bad = {tp: r for tp, r in results.items() if r[0] not in (0, 85)}  # 85: NO_REASSIGNMENT_IN_PROGRESS
             for tp, (c, m) in bad.items():
                 raise KafkaWireError(c, m, f"cancel reassignment of {tp_str(tp)}")
-            print(f"Successfully cancelled partition reassignments for: {', '.join(map(tp_str, sorted(plan)))}")
+            if args.output == "json":
+                emit(args, {"cancelled": [tp_str(tp) for tp in sorted(plan)]})
+            else:
+                print(f"Successfully cancelled partition reassignments for: {', '.join(map(tp_str, sorted(plan)))}")
             return 0
+        if args.wait:
+            _wait_for_reassignment(client, args, plan)
+            current = _current(client, list(plan))
         return _verify(client, args, plan, current)
 
 
@@ -265,20 +292,51 @@ def _execute(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str,
     unknown = sorted({b for reps in plan.values() for b in reps if b not in brokers})
     if unknown:
         raise KafkaWireError(39, f"Unknown broker(s) in the plan: {','.join(map(str, unknown))}")
-    print("Current partition replica assignment")
-    print()
-    print(_plan_json(current))
-    print()
-    print("Save this to use as the --reassignment-json-file option during rollback")
-    if args.throttle is not None and args.throttle >= 0:
+    text = args.output != "json"
+    if text:
+        print("Current partition replica assignment")
+        print()
+        print(_plan_json(current))
+        print()
+        print("Save this to use as the --reassignment-json-file option during rollback")
+    throttled = args.throttle is not None and args.throttle >= 0
+    if throttled:
         _set_throttles(client, plan, current, args.throttle)
+        if text:
+            print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     results = client.alter_reassignments(dict(plan))
     failed = {tp: r for tp, r in results.items() if r[0]}
     if failed:
         tp, (c, m) = next(iter(sorted(failed.items())))
         raise KafkaWireError(c, m, f"reassignment of {tp_str(tp)}")
-    print(f"Successfully started partition reassignments for {','.join(map(tp_str, sorted(plan)))}")
+    if text:
+        print(f"Successfully started partition reassignments for {','.join(map(tp_str, sorted(plan)))}", flush=True)
+    if args.wait:
+        _wait_for_reassignment(client, args, plan)
+        if text:
+            print(f"Reassignment of {len(plan)} partition(s) is completed.")
+    if not text:
+        emit(args, {"current": _plan(current), "started": [tp_str(tp) for tp in sorted(plan)],
+                    "throttle": args.throttle if throttled else None, "completed": True if args.wait else None})
     return 0
+
+
+def _reassigned(client: WireClient, plan: dict[tuple[str, int], list[int]]) -> set[tuple[str, int]]:
+    """The partitions of the plan that have moved: no reassignment running, replicas as planned."""
+    ongoing = client.list_reassignments()
+    current = _current(client, list(plan))
+    return {tp for tp, target in plan.items() if tp not in ongoing and current[tp] == target}
+
+
+def _wait_for_reassignment(client: WireClient, args: argparse.Namespace,
+                           plan: dict[tuple[str, int], list[int]]) -> None:
+    with Progress.for_args(args, "reassigning", len(plan), "partitions") as progress:
+        while True:
+            done = _reassigned(client, plan)
+            progress.update(len(done))
+            if len(done) == len(plan):
+                return
+            time.sleep(REASSIGNMENT_POLL_S)
 
 
 def _set_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
@@ -296,31 +354,39 @@ def _set_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
         client.incremental_alter_configs(RESOURCE_TOPIC, t, {
             "leader.replication.throttled.replicas": ",".join(leaders),
             "follower.replication.throttled.replicas": ",".join(followers) or ",".join(leaders)}, [])
-    print(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
 def _verify(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str, int], list[int]],
             current: dict[tuple[str, int], list[int]]) -> int:
     ongoing = client.list_reassignments()
-    print("Status of partition reassignment:")
-    all_done = True
+    statuses = []
     for tp, target in sorted(plan.items()):
-        if tp in ongoing:
-            print(f"Reassignment of partition {tp_str(tp)} is still in progress.")
-            all_done = False
-        elif current[tp] == target:
-            print(f"Reassignment of partition {tp_str(tp)} is completed.")
-        else:
-            print(f"There is no active reassignment of partition {tp_str(tp)}, but replica set is "
-                  f"{current[tp]} rather than {target}.")
-            all_done = False
-    if all_done and not args.preserve_throttles:
-        _clear_throttles(client, plan, current)
+        status = "in_progress" if tp in ongoing else "completed" if current[tp] == target else "mismatch"
+        statuses.append({"topic": tp[0], "partition": tp[1], "status": status, "replicas": current[tp],
+                         "target": target})
+    all_done = all(s["status"] == "completed" for s in statuses)
+    removed = all_done and not args.preserve_throttles and _clear_throttles(client, plan, current)
+    if args.output == "json":
+        emit(args, {"partitions": statuses, "completed": all_done, "throttle_removed": removed})
+    else:
+        print("Status of partition reassignment:")
+        for st in statuses:
+            name = f"{st['topic']}-{st['partition']}"
+            if st["status"] == "in_progress":
+                print(f"Reassignment of partition {name} is still in progress.")
+            elif st["status"] == "completed":
+                print(f"Reassignment of partition {name} is completed.")
+            else:
+                print(f"There is no active reassignment of partition {name}, but replica set is "
+                      f"{st['replicas']} rather than {st['target']}.")
+        if removed:
+            print("Throttle was removed.")
     return 0 if all_done else 1
 
 
 def _clear_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
-                     current: dict[tuple[str, int], list[int]]) -> None:
+                     current: dict[tuple[str, int], list[int]]) -> bool:
+    """Remove the reassignment's throttles; True when there were any."""
     names = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
     cleared = False
     for t in sorted({t for t, _ in plan}):
@@ -336,8 +402,7 @@ def _clear_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
         if drop:
             client.incremental_alter_configs(RESOURCE_BROKER, str(b), {}, drop)
             cleared = True
-    if cleared:
-        print("Throttle was removed.")
+    return cleared
 
 
 # ------------------------------------------------------------------------------------------------
@@ -357,7 +422,11 @@ def run_delete_records(args: argparse.Namespace) -> int:
         raise UsageError(f"invalid offset for {tp_str(bad[0])}: must be -1 (high watermark) or at least 0")
     with connect(args) as client:
         _current(client, list(offsets))
-        results = client.delete_records(offsets)
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        with Progress.for_args(args, "deleting records", len(offsets), "partitions") as progress:
+            for chunk in chunks(sorted(offsets), DELETE_RECORDS_CHUNK):
+                results.update(client.delete_records({tp: offsets[tp] for tp in chunk}))
+                progress.advance(len(chunk))
     failed = {tp: r for tp, r in results.items() if r[0]}
     if args.output == "json":
         emit(args, [{"topic": t, "partition": p, "low_watermark": lw, "error": KafkaWireError(c).name if c else None}

@@ -30,9 +30,12 @@ def add_connection_args(p: argparse.ArgumentParser, *, config_flag: str = "--com
                         "SCRAM-SHA-512), sasl.jaas.config")
 
 
-def add_output_arg(p: argparse.ArgumentParser) -> None:
+def add_output_arg(p: argparse.ArgumentParser, json_help: str | None = None) -> None:
+    """``--output table|json`` (the same choices on every command that prints data). JSON mode prints
+    only JSON on stdout; progress and diagnostics go to stderr, or nowhere."""
     p.add_argument("--output", choices=("table", "json"), default="table",
-                   help="output format (default: table)")
+                   help=f"output format: table (the tool's own text, the default) or json"
+                        f"{': ' + json_help if json_help else ''}")
 
 
 def connect(args: argparse.Namespace, **kwargs: Any) -> WireClient:

@@ -1,8 +1,19 @@
-"""``kafkette console-producer`` and ``kafkette console-consumer`` (Kafka's console tools' flags)."""
+"""``kafkette console-producer`` and ``kafkette console-consumer`` (Kafka's console tools' flags).
+
+The producer is idempotent by default, as Kafka 3.x's console producer is (``enable.idempotence=true``
+with ``acks=all``): every batch carries a producer id and sequence numbers, so a retried batch is
+written once. ``--producer-property enable.idempotence=false``, or acks other than all
+(``--request-required-acks 1``), turn it off.
+
+``--output json`` prints JSON Lines on stdout: the producer one object per acknowledged record
+(topic, partition, offset), the consumer one object per record (topic, partition, offset, timestamp,
+key, value, headers). Diagnostics stay on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import time
@@ -13,6 +24,7 @@ from clients.client_config import load_properties
 from clients.cmd_common import (
     UsageError,
     add_connection_args,
+    add_output_arg,
     connect,
     parse_kv,
     parse_props_args,
@@ -30,14 +42,18 @@ def register(sub: Any) -> None:
                        description="Read lines from stdin (or --file) and send each as one record "
                                    "(kafka-console-producer.sh's flags).")
     add_connection_args(p, config_flag="--producer.config")
-    p.add_argument("--topic", required=True)
+    add_output_arg(p, "one JSON object per line for each acknowledged record: topic, partition, offset")
+    p.add_argument("--topic", required=True, help="the topic to send to")
     p.add_argument("--file", help="read records from this file instead of stdin")
     p.add_argument("--property", nargs="+", action="extend", metavar="NAME=VALUE",
                    help="line reader properties: parse.key, key.separator, parse.headers, headers.delimiter, "
                         "headers.separator, headers.key.separator, null.marker, ignore.error")
     p.add_argument("--producer-property", nargs="+", action="extend", metavar="NAME=VALUE",
-                   help="producer properties (acks, compression.type, batch.size, linger.ms)")
-    p.add_argument("--request-required-acks", default=None, help="acks: all, -1, 0 or 1 (default all)")
+                   help="producer properties (acks, compression.type, enable.idempotence, retries, "
+                        "retry.backoff.ms, delivery.timeout.ms, request.timeout.ms)")
+    p.add_argument("--request-required-acks", default=None,
+                   help="acks: all, -1, 0 or 1 (default all; other than all turns idempotence off unless "
+                        "enable.idempotence=true is given, which then is an error)")
     p.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
                    help="none, gzip, snappy, lz4 or zstd (gzip when given without a value)")
     p.add_argument("--batch-size", type=int, default=None, help="records per request (default 200)")
@@ -48,7 +64,9 @@ def register(sub: Any) -> None:
     c = sub.add_parser("console-consumer", help="print records to stdout",
                        description="Print records to stdout (kafka-console-consumer.sh's flags).")
     add_connection_args(c, config_flag="--consumer.config")
-    c.add_argument("--topic", required=True)
+    add_output_arg(c, "one JSON object per line for each record: topic, partition, offset, timestamp, "
+                      "timestampType, key, value, headers (as UTF-8 text; --property print.* is ignored)")
+    c.add_argument("--topic", required=True, help="the topic to read")
     c.add_argument("--group", help="consume as a member of this group (offsets are committed)")
     c.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset when there is no committed offset")
@@ -62,7 +80,10 @@ def register(sub: Any) -> None:
                         "null.literal")
     c.add_argument("--consumer-property", nargs="+", action="extend", metavar="NAME=VALUE",
                    help="consumer properties (client.id, auto.offset.reset, ...)")
-    c.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
+    c.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
+                   help="read_uncommitted (the default) reads every record, those of open and aborted "
+                        "transactions too; read_committed is refused for now: this consumer cannot yet leave out "
+                        "aborted transactions")
     c.set_defaults(func=run_consumer)
 
 
@@ -132,10 +153,19 @@ def run_producer(args: argparse.Namespace) -> int:
         info = client.topic(args.topic)
         if args.partition is not None and args.partition not in info.partitions:
             raise KafkaWireError(3, f"Partition {args.topic}-{args.partition} does not exist.")
-        # retries, retry.backoff.ms, delivery.timeout.ms, enable.idempotence as Kafka's producer reads them
+        # retries, retry.backoff.ms, delivery.timeout.ms, enable.idempotence as Kafka's producer reads them;
+        # idempotent unless turned off or acks is not all, as Kafka 3.x's producer
         producer = Producer.from_properties(client, pprops, acks=acks, compression=compression, batch_size=1 << 30,
                                             linger_ms=1 << 30)
-        pending = 0
+        as_json = args.output == "json"
+        sent: list[tuple[str, int]] = []  # the partition of each record since the last flush, in order
+
+        def flush() -> None:
+            results = producer.flush()
+            if as_json:
+                _print_acks(sent, results)
+            sent.clear()
+
         try:
             for raw in source:
                 line = raw[:-1] if raw.endswith("\n") else raw
@@ -147,16 +177,30 @@ def run_producer(args: argparse.Namespace) -> int:
                     if ignore_errors:
                         continue
                     raise
-                producer.send(args.topic, value, key=key, partition=args.partition, headers=headers)
-                pending += 1
-                if pending >= batch:
-                    producer.flush()
-                    pending = 0
-            producer.flush()
+                # The partition is chosen here (as send would) so that each acknowledgement can be
+                # matched with its record.
+                partition = args.partition if args.partition is not None else producer.partition(args.topic, key)
+                producer.send(args.topic, value, key=key, partition=partition, headers=headers)
+                sent.append((args.topic, partition))
+                if len(sent) >= batch:
+                    flush()
+            flush()
         finally:
             if source is not sys.stdin:
                 source.close()
     return 0
+
+
+def _print_acks(sent: list[tuple[str, int]], results: dict[tuple[str, int], tuple[int, int, str | None]]) -> None:
+    """One JSON line per record: a partition's records got consecutive offsets from its batch's base offset
+    (-1 when unknown, as with acks=0)."""
+    index: dict[tuple[str, int], int] = {}
+    for tp in sent:
+        i = index.get(tp, 0)
+        index[tp] = i + 1
+        base = results[tp][1] if tp in results else -1
+        print(json.dumps({"topic": tp[0], "partition": tp[1], "offset": base + i if base >= 0 else -1}))
+    sys.stdout.flush()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -200,6 +244,24 @@ class Formatter:
         return self.key_sep.join(parts) + self.line_sep
 
 
+class JsonFormatter:
+    """One JSON object per record and line; keys, values and headers as UTF-8 text (null stays null)."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+    @staticmethod
+    def _text(b: bytes | None) -> str | None:
+        return None if b is None else b.decode("utf-8", errors="replace")
+
+    def format(self, partition: int, batch: Any, rec: Any) -> str:
+        return json.dumps({
+            "topic": self.topic, "partition": partition, "offset": rec.offset, "timestamp": rec.timestamp,
+            "timestampType": "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime",
+            "key": self._text(rec.key), "value": self._text(rec.value),
+            "headers": [{"key": k, "value": self._text(v)} for k, v in rec.headers]}) + "\n"
+
+
 def _start_offsets(client: WireClient, tps: list[tuple[str, int]], committed: dict[tuple[str, int], int],
                    reset: str) -> dict[tuple[str, int], int]:
     out = dict((tp, committed[tp]) for tp in tps if tp in committed)
@@ -231,8 +293,11 @@ def run_consumer(args: argparse.Namespace) -> int:
                 raise UsageError(f"invalid --offset {args.offset!r}: must not be negative")
     if args.max_messages is not None and args.max_messages < 0:
         raise UsageError("--max-messages must not be negative")
+    if args.isolation_level == "read_committed":  # better refused than answered with aborted records
+        raise UsageError("--isolation-level read_committed is not supported yet: the consumer would print the "
+                         "records of aborted transactions")
     reset = "earliest" if args.from_beginning else cprops.get("auto.offset.reset", "latest")
-    fmt = Formatter(props)
+    fmt: Formatter | JsonFormatter = JsonFormatter(args.topic) if args.output == "json" else Formatter(props)
     out = sys.stdout
     count = 0
     stop = False

@@ -2,17 +2,24 @@
 
 Reads ``.log`` segments batch by batch (headers, CRC check, records with ``--print-data-log``) and the
 ``.index``/``.timeindex`` files entry by entry. Files are opened read-only; nothing is repaired.
+
+Each file is read into a stream of items, each with its data and its line of kafka-dump-log.sh's
+text: the text is printed as it comes (a large segment is never held in memory), ``--output json``
+gathers the data into one document, a list with one object per file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import struct
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from clients.cmd_common import UsageError
+from clients.cmd_common import UsageError, add_output_arg
 from protocol.exceptions import CorruptRecordError
 from protocol.records import CompressionType, iter_batches
 
@@ -33,6 +40,7 @@ def register(sub: Any) -> None:
     p.add_argument("--verify-index-only", action="store_true",
                    help="only check index entries against the segment, print mismatches")
     p.add_argument("--max-bytes", type=int, default=1 << 31, help="read at most this many bytes of a segment")
+    add_output_arg(p)
     p.set_defaults(func=run)
 
 
@@ -57,61 +65,84 @@ def _text(b: bytes | None) -> str:
     return b[:_MAX_STR].decode("utf-8", errors="replace")
 
 
-def dump_segment(path: str, args: argparse.Namespace, out: Any) -> int:
-    """Print one .log file; returns the number of corrupt batches."""
+@dataclass
+class Item:
+    """One thing found in a file: its kind, its data (for JSON), its line of text (None: no line), and
+    how many problems it counts (a corrupt batch, a mismatched index entry...)."""
+
+    kind: str  # start, batch, record, entry, sanity, problem
+    data: dict[str, Any]
+    text: str | None
+    problems: int = 0
+
+
+def segment_items(path: str, args: argparse.Namespace) -> Iterator[Item]:
+    """The batches (and with --deep-iteration/--print-data-log the records) of one .log file."""
     base = _base_offset(path)
     data = _read(path, args.max_bytes)
-    print(f"Log starting offset: {base}", file=out)
-    bad = 0
+    yield Item("start", {"logStartOffset": base}, f"Log starting offset: {base}")
     pos = 0
     deep = args.print_data_log or args.deep_iteration
     try:
         for batch in iter_batches(data, allow_partial_tail=True):
             valid = batch.verify_crc()
-            if not valid:
-                bad += 1
             ts_kind = "LogAppendTime" if batch.timestamp_type == 1 else "CreateTime"
             horizon = batch.delete_horizon_ms
             codec = CompressionType(batch.compression).name.lower()
-            print(f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.records_count} "
-                  f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
-                  f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
-                  f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
-                  f"isTransactional: {str(batch.is_transactional).lower()} "
-                  f"isControl: {str(batch.is_control).lower()} "
-                  f"deleteHorizonMs: {'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'} "
-                  f"position: {pos} {ts_kind}: {batch.max_timestamp} size: {batch.size} magic: {batch.magic} "
-                  f"compresscodec: {codec} crc: {batch.crc} isvalid: {str(valid).lower()}", file=out)
+            b = {"baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "count": batch.records_count,
+                 "baseSequence": batch.base_sequence, "lastSequence": batch.last_sequence,
+                 "producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
+                 "partitionLeaderEpoch": batch.partition_leader_epoch, "isTransactional": batch.is_transactional,
+                 "isControl": batch.is_control, "deleteHorizonMs": horizon, "position": pos,
+                 "timestampType": ts_kind, "maxTimestamp": batch.max_timestamp, "size": batch.size,
+                 "magic": batch.magic, "compresscodec": codec, "crc": batch.crc, "isvalid": valid}
+            yield Item("batch", b, (
+                f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.records_count} "
+                f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+                f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+                f"isTransactional: {str(batch.is_transactional).lower()} "
+                f"isControl: {str(batch.is_control).lower()} "
+                f"deleteHorizonMs: {'OptionalLong.empty' if horizon is None else f'OptionalLong[{horizon}]'} "
+                f"position: {pos} {ts_kind}: {batch.max_timestamp} size: {batch.size} magic: {batch.magic} "
+                f"compresscodec: {codec} crc: {batch.crc} isvalid: {str(valid).lower()}"),
+                problems=0 if valid else 1)
             if deep and valid:
                 try:
                     for rec in batch.records():
-                        seq = batch.base_sequence + (rec.offset - batch.base_offset) \
-                            if batch.base_sequence >= 0 else -1
-                        line = (f"| offset: {rec.offset} {ts_kind}: {rec.timestamp} "
-                                f"keySize: {-1 if rec.key is None else len(rec.key)} "
-                                f"valueSize: {-1 if rec.value is None else len(rec.value)} sequence: {seq} "
-                                f"headerKeys: [{','.join(k for k, _ in rec.headers)}]")
-                        if args.print_data_log:
-                            if batch.is_control:
-                                marker = "COMMIT" if rec.key and rec.key[-1] == 1 else "ABORT"
-                                line += f" endTxnMarker: {marker}"
-                            else:
-                                if rec.key is not None:
-                                    line += f" key: {_text(rec.key)}"
-                                line += f" payload: {_text(rec.value)}"
-                        print(line, file=out)
+                        yield _record_item(batch, rec, ts_kind, args.print_data_log)
                 except CorruptRecordError as e:
-                    bad += 1
-                    print(f"| corrupt records in batch at position {pos}: {e}", file=out)
+                    msg = f"corrupt records in batch at position {pos}: {e}"
+                    yield Item("problem", {"message": msg}, f"| {msg}", problems=1)
             pos += batch.size
     except CorruptRecordError as e:
-        bad += 1
-        print(f"Found a corrupt batch at position {pos}: {e}", file=out)
-        return bad
+        msg = f"Found a corrupt batch at position {pos}: {e}"
+        yield Item("problem", {"message": msg}, msg, problems=1)
+        return
     if pos < len(data) and len(data) < args.max_bytes:
-        print(f"Found {len(data) - pos} invalid bytes at the end of {os.path.basename(path)}", file=out)
-        bad += 1
-    return bad
+        msg = f"Found {len(data) - pos} invalid bytes at the end of {os.path.basename(path)}"
+        yield Item("problem", {"message": msg}, msg, problems=1)
+
+
+def _record_item(batch: Any, rec: Any, ts_kind: str, with_data: bool) -> Item:
+    seq = batch.base_sequence + (rec.offset - batch.base_offset) if batch.base_sequence >= 0 else -1
+    r: dict[str, Any] = {"offset": rec.offset, "timestampType": ts_kind, "timestamp": rec.timestamp,
+                         "keySize": -1 if rec.key is None else len(rec.key),
+                         "valueSize": -1 if rec.value is None else len(rec.value), "sequence": seq,
+                         "headerKeys": [k for k, _ in rec.headers]}
+    line = (f"| offset: {rec.offset} {ts_kind}: {rec.timestamp} keySize: {r['keySize']} "
+            f"valueSize: {r['valueSize']} sequence: {seq} headerKeys: [{','.join(r['headerKeys'])}]")
+    if with_data:
+        if batch.is_control:
+            r["endTxnMarker"] = "COMMIT" if rec.key and rec.key[-1] == 1 else "ABORT"
+            line += f" endTxnMarker: {r['endTxnMarker']}"
+        else:
+            if rec.key is not None:
+                r["key"] = _text(rec.key)
+                line += f" key: {r['key']}"
+            r["payload"] = None if rec.value is None else _text(rec.value)
+            line += f" payload: {_text(rec.value)}"
+    return Item("record", r, line)
 
 
 def _index_entries(path: str, entry: struct.Struct) -> tuple[list[tuple[int, int]], int]:
@@ -128,7 +159,14 @@ def _index_entries(path: str, entry: struct.Struct) -> tuple[list[tuple[int, int
     return out, size
 
 
-def dump_offset_index(path: str, args: argparse.Namespace, out: Any) -> int:
+def _sanity_item(path: str, problems: list[str]) -> Item:
+    if problems:
+        return Item("sanity", {"passed": False, "problem": problems[0]},
+                    f"{path} failed sanity check: {problems[0]}", problems=1)
+    return Item("sanity", {"passed": True, "problem": None}, f"{path} passed sanity check.")
+
+
+def offset_index_items(path: str, args: argparse.Namespace) -> Iterator[Item]:
     base = _base_offset(path)
     entries, size = _index_entries(path, _OFFSET_ENTRY)
     problems = []
@@ -141,14 +179,10 @@ def dump_offset_index(path: str, args: argparse.Namespace, out: Any) -> int:
             break
         last = rel
     if args.index_sanity_check:
-        if problems:
-            print(f"{path} failed sanity check: {problems[0]}", file=out)
-            return 1
-        print(f"{path} passed sanity check.", file=out)
-        return 0
+        yield _sanity_item(path, problems)
+        return
     log_path = path[: -len(".index")] + ".log"
     log_data = _read(log_path) if os.path.exists(log_path) else None
-    mismatches = 0
     for rel, position in entries:
         offset = base + rel
         if log_data is not None:
@@ -158,18 +192,17 @@ def dump_offset_index(path: str, args: argparse.Namespace, out: Any) -> int:
                 batch = None
             if batch is None or batch.last_offset != offset:
                 found = "nothing" if batch is None else str(batch.last_offset)
-                print(f"Index mismatch: offset {offset} in the index, batch ending at {found} at position "
-                      f"{position} in the log", file=out)
-                mismatches += 1
+                msg = (f"Index mismatch: offset {offset} in the index, batch ending at {found} at position "
+                       f"{position} in the log")
+                yield Item("problem", {"message": msg}, msg, problems=1)
                 continue
-        if not args.verify_index_only:
-            print(f"offset: {offset} position: {position}", file=out)
+        yield Item("entry", {"offset": offset, "position": position},
+                   None if args.verify_index_only else f"offset: {offset} position: {position}")
     for p in problems:
-        print(f"Index problem: {p}", file=out)
-    return mismatches + len(problems)
+        yield Item("problem", {"message": p}, f"Index problem: {p}", problems=1)
 
 
-def dump_time_index(path: str, args: argparse.Namespace, out: Any) -> int:
+def time_index_items(path: str, args: argparse.Namespace) -> Iterator[Item]:
     base = _base_offset(path)
     data = _read(path)
     size = len(data)
@@ -187,17 +220,54 @@ def dump_time_index(path: str, args: argparse.Namespace, out: Any) -> int:
             problems.append(f"entry (timestamp {t1}, offset {base + r1}) out of order")
             break
     if args.index_sanity_check:
-        if problems:
-            print(f"{path} failed sanity check: {problems[0]}", file=out)
-            return 1
-        print(f"{path} passed sanity check.", file=out)
-        return 0
-    if not args.verify_index_only:
-        for ts, rel in entries:
-            print(f"timestamp: {ts} offset: {base + rel}", file=out)
+        yield _sanity_item(path, problems)
+        return
+    for ts, rel in entries:
+        yield Item("entry", {"timestamp": ts, "offset": base + rel},
+                   None if args.verify_index_only else f"timestamp: {ts} offset: {base + rel}")
     for p in problems:
-        print(f"Index problem: {p}", file=out)
-    return len(problems)
+        yield Item("problem", {"message": p}, f"Index problem: {p}", problems=1)
+
+
+def file_items(path: str, args: argparse.Namespace) -> tuple[str, Iterator[Item]]:
+    """(the file's type, its items) by the file name's extension."""
+    if path.endswith(".log"):
+        return "log", segment_items(path, args)
+    if path.endswith(".index"):
+        return "index", offset_index_items(path, args)
+    if path.endswith(".timeindex"):
+        return "timeindex", time_index_items(path, args)
+    return "unknown", iter(())
+
+
+@dataclass
+class FileDoc:
+    """One file's JSON document, filled item by item."""
+
+    file: str
+    type: str
+    doc: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.doc = {"file": self.file, "type": self.type, "problems": []}
+        if self.type == "log":
+            self.doc["batches"] = []
+        elif self.type in ("index", "timeindex"):
+            self.doc["entries"] = []
+
+    def add(self, item: Item) -> None:
+        if item.kind == "start":
+            self.doc.update(item.data)
+        elif item.kind == "batch":
+            self.doc["batches"].append(dict(item.data, records=[]))
+        elif item.kind == "record":
+            self.doc["batches"][-1]["records"].append(item.data)
+        elif item.kind == "entry":
+            self.doc["entries"].append(item.data)
+        elif item.kind == "sanity":
+            self.doc["sanityCheck"] = item.data
+        else:
+            self.doc["problems"].append(item.data["message"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -207,18 +277,26 @@ def run(args: argparse.Namespace) -> int:
     for f in files:
         if not os.path.isfile(f):
             raise UsageError(f"{f}: no such file")
+    as_json = args.output == "json"
     out = sys.stdout
     problems = 0
+    docs = []
     for f in files:
-        print(f"Dumping {f}", file=out)
-        if f.endswith(".log"):
-            problems += dump_segment(f, args, out)
-        elif f.endswith(".index"):
-            problems += dump_offset_index(f, args, out)
-        elif f.endswith(".timeindex"):
-            problems += dump_time_index(f, args, out)
-        else:
-            print(f"Ignoring unknown file {f}", file=out)
+        kind, items = file_items(f, args)
+        doc = FileDoc(f, kind)
+        if not as_json:
+            print(f"Dumping {f}", file=out)
+            if kind == "unknown":
+                print(f"Ignoring unknown file {f}", file=out)
+        for item in items:
+            problems += item.problems
+            if as_json:
+                doc.add(item)
+            elif item.text is not None:
+                print(item.text, file=out)
+        docs.append(doc.doc)
+    if as_json:
+        print(json.dumps(docs, indent=2), file=out)
     if problems:
         print(f"Error: CORRUPT_MESSAGE: {problems} problem(s) found (see above)", file=sys.stderr)
         return 1

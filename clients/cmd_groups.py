@@ -8,6 +8,7 @@ from typing import Any
 
 from clients.admin import EARLIEST, LATEST, WireClient
 from clients.cmd_common import UsageError, add_connection_args, add_output_arg, connect, emit, print_table
+from clients.cmd_progress import Progress, chunks
 from clients.connection import KafkaWireError, WireError
 from clients.group_member import decode_assignment
 
@@ -144,6 +145,13 @@ def list_groups(client: WireClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _coordinator(client: WireClient, group: str) -> dict[str, Any]:
+    """The group's coordinator as id, host and port (the host and port its metadata advertises)."""
+    node = client.coordinator(group)
+    broker = client.cluster.brokers.get(node) if client.cluster else None
+    return {"id": node, "host": broker.host if broker else None, "port": broker.port if broker else None}
+
+
 def _log_end_offsets(client: WireClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     if not tps:
         return {}
@@ -187,7 +195,7 @@ def describe(client: WireClient, args: argparse.Namespace, groups: list[str],
                             "lag": lag, "consumer_id": m["member_id"] if m else None,
                             "host": m["host"] if m else None, "client_id": m["client_id"] if m else None})
         data.append({"group": gid, "state": g.group_state, "protocol_type": g.protocol_type,
-                     "assignment_strategy": g.protocol_data, "coordinator": client.coordinator(gid),
+                     "assignment_strategy": g.protocol_data, "coordinator": _coordinator(client, gid),
                      "members": members, "offsets": offsets})
     if args.output == "json":
         emit(args, data)
@@ -196,8 +204,10 @@ def describe(client: WireClient, args: argparse.Namespace, groups: list[str],
         if i:
             print()
         if args.state is not None:
-            print_table([[d["group"], d["coordinator"], d["assignment_strategy"] or "-", d["state"],
-                          len(d["members"])]],
+            c = d["coordinator"]
+            # kafka-consumer-groups.sh: "host:port  (id)", two spaces before the id
+            print_table([[d["group"], f"{c['host']}:{c['port']}  ({c['id']})", d["assignment_strategy"] or "-",
+                          d["state"], len(d["members"])]],
                         ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"])
         elif args.members:
             headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
@@ -269,46 +279,35 @@ def delete_offsets(client: WireClient, args: argparse.Namespace, groups: list[st
     return 0
 
 
+# Partitions whose offsets are looked up per round of ListOffsets requests during a reset: the
+# progress meter moves once per round.
+RESET_CHUNK = 100
+
+
 def reset_offsets(client: WireClient, args: argparse.Namespace, groups: list[str],
                   topics: dict[str, list[int] | None], when: int | None) -> int:
-    rows = []
-    plans: dict[str, dict[tuple[str, int], int]] = {}
+    todo: list[tuple[str, list[tuple[str, int]], dict[tuple[str, int], int]]] = []
     for gid in groups:
         g = client.describe_group(gid)
         if args.execute and g.group_state not in INACTIVE:
             raise WireError(f"Assignments can only be reset if the group '{gid}' is inactive, but the "
                             f"current state is {g.group_state}.")
         committed = client.committed_offsets(gid)
-        if args.all_topics:
-            tps = sorted(committed)
-        else:
-            tps = _partitions_for(client, topics)
-        if not tps:
-            continue
-        earliest = client.list_offsets(tps, EARLIEST)
-        latest = client.list_offsets(tps, LATEST)
-        at_time = client.list_offsets(tps, when) if when is not None else {}
-        plan = {}
-        for tp in tps:
-            lo, hi = earliest[tp], latest[tp]
-            cur = committed.get(tp)
-            if args.to_earliest:
-                new = lo
-            elif args.to_latest:
-                new = hi
-            elif args.to_current:
-                new = cur if cur is not None else hi
-            elif args.to_offset is not None:
-                new = args.to_offset
-            elif args.shift_by is not None:
-                new = (cur if cur is not None else hi) + args.shift_by
-            else:
-                found = at_time.get(tp, -1)
-                new = found if found is not None and found >= 0 else hi
-            plan[tp] = min(max(new, lo), hi)
-            rows.append([gid, tp[0], tp[1], plan[tp]])
-        plans[gid] = plan
-    if args.execute:
+        tps = sorted(committed) if args.all_topics else _partitions_for(client, topics)
+        if tps:
+            todo.append((gid, tps, committed))
+    rows = []
+    plans: dict[str, dict[tuple[str, int], int]] = {}
+    total = sum(len(tps) for _, tps, _ in todo)
+    with Progress.for_args(args, "resetting offsets", total, "partitions") as progress:
+        for gid, tps, committed in todo:
+            plan = {}
+            for chunk in chunks(tps, RESET_CHUNK):
+                plan.update(_new_offsets(client, args, chunk, committed, when))
+                progress.advance(len(chunk), note=f"group {gid}")
+            rows += [[gid, t, p, off] for (t, p), off in plan.items()]
+            plans[gid] = plan
+    if args.execute:  # only once every group's plan is known: a failed lookup changes nothing
         for gid, plan in plans.items():
             client.commit_offsets(gid, plan)
     if args.output == "json":
@@ -318,3 +317,30 @@ def reset_offsets(client: WireClient, args: argparse.Namespace, groups: list[str
         if not args.execute:
             print("\n(dry run: nothing changed; add --execute to apply)")
     return 0
+
+
+def _new_offsets(client: WireClient, args: argparse.Namespace, tps: list[tuple[str, int]],
+                 committed: dict[tuple[str, int], int], when: int | None) -> dict[tuple[str, int], int]:
+    """The reset's target offset of each partition, clamped to the log's start and end."""
+    earliest = client.list_offsets(tps, EARLIEST)
+    latest = client.list_offsets(tps, LATEST)
+    at_time = client.list_offsets(tps, when) if when is not None else {}
+    plan = {}
+    for tp in tps:
+        lo, hi = earliest[tp], latest[tp]
+        cur = committed.get(tp)
+        if args.to_earliest:
+            new = lo
+        elif args.to_latest:
+            new = hi
+        elif args.to_current:
+            new = cur if cur is not None else hi
+        elif args.to_offset is not None:
+            new = args.to_offset
+        elif args.shift_by is not None:
+            new = (cur if cur is not None else hi) + args.shift_by
+        else:
+            found = at_time.get(tp, -1)
+            new = found if found is not None and found >= 0 else hi
+        plan[tp] = min(max(new, lo), hi)
+    return plan

@@ -118,6 +118,7 @@ def create(client: WireClient, args: argparse.Namespace, configs: dict[str, str]
                             configs, assignment)
     except KafkaWireError as e:
         if e.code == 36 and args.if_not_exists:
+            emit(args, {"created": None, "exists": args.topic})
             return 0
         raise
     _wait_for_leaders(client, args.topic, args.partitions)
@@ -210,6 +211,7 @@ def alter(client: WireClient, args: argparse.Namespace, assignment: dict[int, li
     names = [n for n in client.topics() if match(n)]
     if not names:
         if args.if_exists:
+            emit(args, {"altered": [], "partitions": args.partitions})
             return 0
         raise KafkaWireError(3, f"Topic '{args.topic}' does not exist.")
     for name in names:
@@ -230,6 +232,7 @@ def delete(client: WireClient, args: argparse.Namespace) -> int:
     names = sorted(n for n, t in client.topics().items() if match(n))
     if not names:
         if args.if_exists:
+            emit(args, {"deleted": []})
             return 0
         raise KafkaWireError(3, f"Topic '{args.topic}' does not exist.")
     results = client.delete_topics(names)
