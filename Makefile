@@ -12,21 +12,37 @@ SYSSTAMP := .cache/.sysdeps
 
 $(SYSSTAMP):
 	@mkdir -p .cache
-	bash deploy/install-sysdeps.sh
+	@bash deploy/install-sysdeps.sh
 	@touch $@
 
 sysdeps: $(SYSSTAMP)
 
+# One line per stage, and its elapsed time when it is done; pip's own output goes to .cache/install-venv.log
+# (its end is shown when a stage fails, and one line says when pip printed warnings).
 $(STAMP): pyproject.toml setup.py protocol/_record_scan.c | $(SYSSTAMP)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test]'
+	@log=.cache/install-venv.log; mkdir -p .cache; : > $$log; begin=$$SECONDS; \
+	stage() { local what=$$1 start=$$SECONDS; shift; echo "install: $$what$${note:+ ($$note)} ..."; \
+	  if ! "$$@" >>$$log 2>&1; then echo "install: $$what failed; the end of $$log:" >&2; tail -n 30 $$log >&2; \
+	    return 1; fi; echo "install: $$what: done in $$((SECONDS - start)) s"; }; \
+	if ! test -x $(PY); then stage "creating the virtualenv $(VENV)" $(PYTHON) -m venv $(VENV) || exit 1; fi; \
+	stage "upgrading pip" $(PIP) install -q --upgrade pip || exit 1; \
+	note="about a minute the first time" stage "pip install -e '.[test]' into $(VENV)" \
+	  $(PIP) install -q -e '.[test]' || exit 1; \
+	if grep -qi warning $$log; then echo "install: pip printed warnings; see $$log"; fi; \
+	echo "install: done in $$((SECONDS - begin)) s"
 	@touch $@
 
 install: $(STAMP)
 
+# More options for `make run` (python -m clients.devcluster --help), e.g.
+# RUN_ARGS="--brokers 1 --override log.retention.ms=600000". Broker configs also come from the
+# environment: KAFKETTE_OVERRIDES="auto.create.topics.enable=false num.partitions=6" make run.
+RUN_ARGS ?=
+
+# A second `make run` refuses (status 1) while one runs; a broker that dies is reported and can be
+# restarted from another terminal (.venv/bin/python -m clients.devcluster status | kill | stop | restart).
 run: install
-	$(PY) -m clients.devcluster
+	$(PY) -m clients.devcluster $(RUN_ARGS)
 
 # The same cluster secured (clients/devcluster_secure.py, docs/security.md): SASL_SSL with SCRAM-SHA-512 on
 # 9092-9094 and between brokers, an ACL authorizer with super user admin; CA, passwords and the client

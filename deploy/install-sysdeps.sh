@@ -29,12 +29,34 @@ if ! command -v "$py" >/dev/null 2>&1 \
     || ! "$py" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   need+=(python3-dev)
 fi
+# Progress: one line when a stage starts and one with its elapsed time when it ends, a line every 30 s
+# while it runs; apt's own output goes to the log, shown when a stage fails.
+log="${SYSDEPS_LOG:-.cache/install-sysdeps.log}"
+mkdir -p "$(dirname "$log")"
+stage() {
+  local what=$1 start=$SECONDS ticker rc=0
+  shift
+  echo "install: $what ..."
+  ( while sleep 30 >/dev/null 2>&1; do echo "install: $what ... ($((SECONDS - start)) s)"; done ) &
+  ticker=$!
+  "$@" >>"$log" 2>&1 || rc=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
+  if [ "$rc" -ne 0 ]; then
+    echo "install: $what failed (status $rc); the end of $log:" >&2
+    tail -n 30 "$log" >&2
+    return "$rc"
+  fi
+  echo "install: $what: done in $((SECONDS - start)) s"
+}
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+  echo "install: system packages missing: ${need[*]} (apt-get's output: $log)"
+  stage "apt-get update" $SUDO apt-get update -qq
+  stage "installing ${#need[@]} system packages (a few minutes on a fresh machine)" \
+    $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
   # Debian's package starts a system ZooKeeper on 2181; ours are private, so keep it from holding the port.
   if [[ " ${need[*]} " == *" zookeeper "* ]]; then
     $SUDO systemctl disable --now zookeeper >/dev/null 2>&1 || true
@@ -47,4 +69,6 @@ if [ ${#need[@]} -gt 0 ]; then
       $SUDO service "$svc" stop >/dev/null 2>&1 || true
     done
   fi
+else
+  echo "install: system packages: all present"
 fi
