@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -107,6 +107,9 @@ class BrokerProcess:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
+        # The dev cluster runs brokers in process groups of their own: a Ctrl-C in its terminal reaches
+        # only the dev cluster, which then stops them all at once within a bounded time.
+        self.own_process_group = False
 
     @property
     def bootstrap(self) -> str:
@@ -117,17 +120,24 @@ class BrokerProcess:
         return f"http://{self.host}:{self.metrics_port}/metrics" if self.metrics_port > 0 else None
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> BrokerProcess:
+        self._close_log()  # the log of a process that died on its own (a restart)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "broker", "--config", str(self.config_path)],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+            process_group=0 if self.own_process_group else None)
         if wait:
-            wait_for_port(self.host, self.port, timeout, self.process)
-            # This broker registered and told by a controller: other brokers may be down (restarts).
-            wait_for_cluster_metadata(self.host, self.port, 1, timeout, self.process, broker_id=self.broker_id,
-                                      security=self.security)
+            self.wait_ready(timeout)
         return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until this broker listens, has registered and was told by a controller (other brokers may
+        be down: restarts)."""
+        assert self.process is not None
+        wait_for_port(self.host, self.port, timeout, self.process)
+        wait_for_cluster_metadata(self.host, self.port, 1, timeout, self.process, broker_id=self.broker_id,
+                                  security=self.security)
 
     @property
     def running(self) -> bool:
@@ -147,6 +157,11 @@ class BrokerProcess:
         rc = self.process.returncode
         self._close_log()
         return rc
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: a graceful shutdown begins."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         """SIGKILL: a crash, for failure tests."""
@@ -213,6 +228,21 @@ class LocalCluster:
         self.security = security
         self.before_brokers = before_brokers
         self.brokers: list[BrokerProcess] = []
+        # None: stop() stops the brokers one after another (each may hand its leaderships to the next).
+        # A number: stop() signals them all at once and kills those still running after that many
+        # seconds (the dev cluster: Ctrl-C stops everything within a few seconds).
+        self.stop_within: float | None = None
+        self.own_process_groups = False
+        self.on_stop: Callable[[], None] | None = None  # called as stop() begins
+
+    def planned_ports(self) -> list[tuple[int, str]]:
+        """The fixed ports ``start()`` will listen on, each with what listens there."""
+        ports = [(self.zk.port, "ZooKeeper")]
+        if self.base_port:
+            ports += [(self.base_port + i, f"broker {i}") for i in range(self.n)]
+        if self.metrics_base_port:
+            ports += [(self.metrics_base_port + i, f"metrics of broker {i}") for i in range(self.n)]
+        return ports
 
     @property
     def bootstrap(self) -> str:
@@ -236,6 +266,7 @@ class LocalCluster:
                 overrides.update(self.broker_overrides(i, port))
             b = BrokerProcess(i, port, connect, self.base_dir, overrides=overrides, metrics_port=metrics_port,
                               security=self.security)
+            b.own_process_group = self.own_process_groups
             self.brokers.append(b)
         try:
             if self.before_brokers is not None:
@@ -257,10 +288,35 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
+        if self.on_stop is not None:
+            self.on_stop()
+        if self.stop_within is not None:
+            self.stop_all_at_once(self.stop_within)
+            return
         for b in self.brokers:
             with contextlib.suppress(Exception):
                 b.stop()
         self.zk.stop()
+
+    def stop_all_at_once(self, seconds: float, zk_seconds: float = 1.0) -> list[int]:
+        """SIGTERM to every broker at once, SIGKILL to those still running ``seconds`` later, then
+        ZooKeeper (the brokers need it for their controlled shutdown). Returns the ids killed.
+
+        One after another, each broker's controlled shutdown hands its leaderships to the next; the
+        last has nobody left and retries controlled.shutdown.max.retries times, backing off
+        controlled.shutdown.retry.backoff.ms (5 s in Kafka) in between: that is where a sequential
+        stop spends its time."""
+        for b in self.brokers:
+            b.terminate()
+        deadline = time.monotonic() + seconds
+        while any(b.running for b in self.brokers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed = [b.broker_id for b in self.brokers if b.running]
+        for b in self.brokers:
+            with contextlib.suppress(Exception):
+                b.kill()  # reaps it (and closes its log) when it has already exited
+        self.zk.stop(timeout=zk_seconds)
+        return killed
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -273,38 +329,29 @@ class LocalCluster:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
-def run_in_foreground(cluster: LocalCluster, describe: Callable[[LocalCluster], None]) -> int:
-    """Start ``cluster``, print what ``describe`` says about it, and keep it up until SIGINT/SIGTERM
-    or until a broker exits; then stop it (data stays in its directory)."""
-    stop = False
+def run_in_foreground(cluster: LocalCluster, describe: Callable[[LocalCluster], None], *,
+                      control_command: Callable[[str], str] | None = None, shape_hint: str | None = None,
+                      extra_ports: Sequence[tuple[int, str]] = (), legacy_parent: Path | None = None) -> int:
+    """Check, start and print what ``describe`` says about ``cluster``; keep it up until SIGINT, SIGTERM
+    or SIGHUP, reporting brokers that die and serving control requests; then stop it (data stays in its
+    directory). clients/devcluster_supervisor.py has the details."""
+    from clients.devcluster_supervisor import DevClusterRun
 
-    def on_signal(*_: object) -> None:
-        nonlocal stop
-        stop = True
+    if control_command is None:
+        control_command = control_command_for(f"--dir {cluster.base_dir}")
+    run = DevClusterRun(cluster, describe, control_command=control_command,
+                        shape_hint=shape_hint or "give this one another directory (--dir)",
+                        extra_ports=extra_ports, legacy_parent=legacy_parent)
+    return run.run()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        cluster.start()
-    except Exception as e:
-        print(f"devcluster: failed to start: {e}", file=sys.stderr)
-        for b in cluster.brokers:
-            print(f"--- {b.log_path}\n{b.log_text()[-3000:]}", file=sys.stderr)
-        cluster.stop()
-        return 1
-    describe(cluster)
-    sys.stdout.flush()
-    try:
-        while not stop:
-            time.sleep(0.5)
-            for b in cluster.brokers:
-                if not b.running:
-                    print(f"broker {b.broker_id} exited (status {b.process.returncode if b.process else '?'}); "
-                          f"see {b.log_path}", file=sys.stderr)
-                    stop = True
-    finally:
-        cluster.stop()
-    return 0
+
+def control_command_for(options: str = "") -> Callable[[str], str]:
+    """``"restart 1"`` -> the command line that does it, as the user can paste it."""
+    python = sys.executable
+    with contextlib.suppress(ValueError):
+        python = str(Path(sys.executable).relative_to(Path.cwd()))
+    suffix = f" {options}" if options else ""
+    return lambda command: f"{python} -m clients.devcluster {command}{suffix}"
 
 
 def describe_brokers(cluster: LocalCluster) -> None:
@@ -314,30 +361,77 @@ def describe_brokers(cluster: LocalCluster) -> None:
         print(f"broker {b.broker_id}: {b.bootstrap}  (log: {b.log_path}{metrics})")
 
 
+DEFAULT_PARENT = REPO / ".cache" / "devcluster"
+
+
+def _control_candidates(args: argparse.Namespace) -> list[Path]:
+    from clients.devcluster_guard import shape_dir
+
+    secure = REPO / ".cache" / "devcluster-secure" / "cluster"
+    if args.secure:
+        return [secure]
+    if args.brokers is not None:
+        return [shape_dir(DEFAULT_PARENT, args.brokers)]
+    shapes = sorted(DEFAULT_PARENT.glob("brokers-*")) if DEFAULT_PARENT.is_dir() else []
+    return [*shapes, secure]
+
+
 def main(argv: list[str] | None = None) -> int:
+    from clients.devcluster_control import COMMANDS, control_main
+    from clients.devcluster_guard import shape_dir
+    from clients.devcluster_overrides import ENV_VAR, OverrideError, parse_overrides, split_env
+
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:  # status | kill <id> | stop <id> | restart <id>: to a running cluster
+        return control_main(argv, _control_candidates, "python -m clients.devcluster")
     if "--secure" in argv:  # `make run-secure`: SASL_SSL listeners, SCRAM users, an authorizer
         from clients import devcluster_secure
 
         return devcluster_secure.main([a for a in argv if a != "--secure"])
-    ap = argparse.ArgumentParser(description="Run a local kafkette cluster (ZooKeeper + brokers).")
+    ap = argparse.ArgumentParser(
+        prog="python -m clients.devcluster",
+        description="Run a local kafkette cluster (ZooKeeper + brokers) in the foreground. With a command "
+                    "(status, kill <id>, stop <id>, restart <id>), control the one running: "
+                    "python -m clients.devcluster status --help.")
     ap.add_argument("--secure", action="store_true",
                     help="SASL_SSL listeners, SCRAM users and an authorizer (clients/devcluster_secure.py)")
-    ap.add_argument("--brokers", type=int, default=int(os.environ.get("KAFKETTE_BROKERS", "3")))
+    ap.add_argument("--brokers", type=int, default=int(os.environ.get("KAFKETTE_BROKERS", "3")),
+                    help="number of brokers (default: $KAFKETTE_BROKERS, else 3)")
     ap.add_argument("--port", type=int, default=9092, help="port of broker 0; broker i listens on port+i")
-    ap.add_argument("--zk-port", type=int, default=2181)
+    ap.add_argument("--zk-port", type=int, default=2181, help="ZooKeeper's client port")
     ap.add_argument("--metrics-port", type=int, default=9404,
                     help="Prometheus port of broker 0; broker i serves metrics on port+i (-1: off)")
-    ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster"), help="data directory (kept)")
+    ap.add_argument("--dir", default=None,
+                    help="data directory, kept between runs (default: .cache/devcluster/brokers-<n>, one per "
+                         "broker count); a directory holds one cluster shape: another broker count is refused")
+    ap.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                    help=f"a broker config for every broker (repeatable; also ${ENV_VAR}=\"NAME=VALUE ...\"), "
+                         "checked against the broker's configs before anything starts")
     args = ap.parse_args(argv)
-    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=args.dir, zk_port=args.zk_port,
-                           metrics_base_port=None if args.metrics_port < 0 else args.metrics_port)
+    if args.brokers < 1:
+        ap.error("--brokers must be at least 1")
+    try:
+        overrides = parse_overrides([*split_env(os.environ.get(ENV_VAR)), *args.override])
+    except (OverrideError, ValueError) as e:  # ValueError: shlex on unbalanced quotes
+        print(f"devcluster: {e}", file=sys.stderr)
+        return 2
+    explicit = args.dir is not None
+    cluster_dir = Path(args.dir).resolve() if explicit else shape_dir(DEFAULT_PARENT, args.brokers)
+    cluster = LocalCluster(args.brokers, base_port=args.port, base_dir=cluster_dir, zk_port=args.zk_port,
+                           metrics_base_port=None if args.metrics_port < 0 else args.metrics_port,
+                           overrides=overrides)
 
     def describe(c: LocalCluster) -> None:
         describe_brokers(c)
+        if overrides:
+            print("broker configs given: " + " ".join(f"{k}={v}" for k, v in overrides.items()))
+        print(f"data: {c.base_dir}")
         print(f"bootstrap servers: {c.bootstrap}   -- Ctrl-C stops the cluster")
 
-    return run_in_foreground(cluster, describe)
+    return run_in_foreground(
+        cluster, describe, control_command=control_command_for(f"--dir {cluster_dir}" if explicit else ""),
+        shape_hint="give this one another directory (--dir)",
+        legacy_parent=None if explicit else DEFAULT_PARENT)
 
 
 if __name__ == "__main__":

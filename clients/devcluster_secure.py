@@ -36,7 +36,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from clients.certificates import CertificateAuthority
 from clients.client_config import client_security
-from clients.devcluster import REPO, LocalCluster, describe_brokers, run_in_foreground
+from clients.devcluster import REPO, LocalCluster, control_command_for, describe_brokers, run_in_foreground
+from clients.devcluster_overrides import ENV_VAR, OverrideError, parse_overrides, split_env
 from clients.zookeeper_server import free_port
 from config.properties import read_properties
 from protocol import scram
@@ -266,7 +267,8 @@ class SecureDevCluster:
 
     def __init__(self, n: int = 3, *, base_port: int = 9092, state_dir: str | os.PathLike[str],
                  zk_port: int | None = None, metrics_base_port: int | None = None,
-                 inter_broker_base_port: int = 0, host: str = "localhost") -> None:
+                 inter_broker_base_port: int = 0, host: str = "localhost",
+                 overrides: Mapping[str, str] | None = None) -> None:
         self.files = SecureFiles(Path(state_dir).resolve())
         self.host = host  # how clients name the brokers: the certificate holds localhost and 127.0.0.1
         self.passwords = ensure_passwords(self.files)
@@ -277,7 +279,7 @@ class SecureDevCluster:
         self.scram_users_written: list[str] = []
         self.cluster = LocalCluster(
             n, base_port=base_port, base_dir=self.files.cluster_dir, zk_port=zk_port,
-            overrides=self.common_broker_properties(), metrics_base_port=metrics_base_port,
+            overrides={**self.common_broker_properties(), **(overrides or {})}, metrics_base_port=metrics_base_port,
             broker_overrides=self.listener_properties, security=self.client_security,
             before_brokers=self._create_scram_users)
         self.write_client_files()
@@ -403,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Prometheus port of broker 0; broker i serves metrics on port+i (-1: off)")
     ap.add_argument("--dir", default=str(REPO / ".cache" / "devcluster-secure"),
                     help="state directory: CA, certificates, passwords, client files, data (kept)")
+    ap.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                    help=f"a broker config for every broker (repeatable; also ${ENV_VAR}=\"NAME=VALUE ...\")")
     init = ap.add_argument_group("--init-only: prepare files and SCRAM users for brokers started elsewhere "
                                  "(the compose profile's init service), start nothing")
     init.add_argument("--init-only", action="store_true")
@@ -421,9 +425,14 @@ def main(argv: list[str] | None = None) -> int:
                   broker_listener=args.broker_listener, owner=args.owner,
                   host_dir=Path(args.host_dir) if args.host_dir else None, host_path=args.host_path)
         return 0
+    try:
+        overrides = parse_overrides([*split_env(os.environ.get(ENV_VAR)), *args.override])
+    except (OverrideError, ValueError) as e:
+        print(f"devcluster: {e}", file=sys.stderr)
+        return 2
     secure = SecureDevCluster(args.brokers, base_port=args.port, state_dir=args.dir, zk_port=args.zk_port,
                               metrics_base_port=None if args.metrics_port < 0 else args.metrics_port,
-                              inter_broker_base_port=args.inter_broker_port)
+                              inter_broker_base_port=args.inter_broker_port, overrides=overrides)
 
     def describe(cluster: LocalCluster) -> None:
         describe_brokers(cluster)
@@ -432,7 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         print(secure.usage())
         print(f"bootstrap servers: {secure.bootstrap}   -- Ctrl-C stops the cluster")
 
-    return run_in_foreground(secure.cluster, describe)
+    default_dir = Path(args.dir).resolve() == (REPO / ".cache" / "devcluster-secure").resolve()
+    inter_broker = ([(args.inter_broker_port + i, f"inter-broker listener of broker {i}") for i in range(args.brokers)]
+                    if args.inter_broker_port else [])
+    return run_in_foreground(
+        secure.cluster, describe, extra_ports=inter_broker,
+        control_command=control_command_for("--secure" if default_dir else f"--dir {secure.cluster.base_dir}"),
+        shape_hint="give this one another state directory (--dir)")
 
 
 if __name__ == "__main__":
