@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -107,14 +108,21 @@ def _zipf_weights(n: int, s: float = 1.1) -> list[float]:
 
 def generate(n: int, *, seed: int = 1, start_ms: int | None = None, span_s: float = 3600.0,
              users: int = 150, late_fraction: float = 0.1, max_delay_s: float = 90.0,
-             id_prefix: str | None = None) -> list[PageView]:
+             id_prefix: str | None = None, now_ms: int | None = None) -> list[PageView]:
     """``n`` page views with event times in ``[start_ms, start_ms + span_s)``, in arrival order.
 
     ``late_fraction`` of them arrive up to ``max_delay_s`` after their event time (the others within a
-    second). Deterministic: the same arguments give the same events.
+    second). Nothing happens after ``now_ms`` (default: the wall clock): a span that ends later is a
+    ValueError, and an event whose delay would put its arrival in the future arrives at ``now_ms``.
+    Events from the future would push a streaming job's watermark ahead of real time, and every later
+    event would then count as late. Deterministic: the same arguments give the same events.
     """
     rng = random.Random(seed)
     start = parse_time_ms(DEFAULT_START) if start_ms is None else start_ms
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    if n and start + int(span_s * 1000) > now:
+        raise ValueError(f"event time from {iso_ms(start)} over {span_s:g}s would end at "
+                         f"{iso_ms(start + int(span_s * 1000))}, after the current time {iso_ms(now)}")
     prefix = id_prefix if id_prefix is not None else f"e-{seed}"
     user_ids = [f"u{i:04d}" for i in range(users)]
     user_w = _zipf_weights(users, 0.9)
@@ -144,7 +152,7 @@ def generate(n: int, *, seed: int = 1, start_ms: int | None = None, span_s: floa
         else:
             delay_ms = rng.randint(5, 900)
         events.append(PageView(
-            event_id=f"{prefix}-{i:06d}", event_time_ms=event_ms, arrival_ms=event_ms + delay_ms,
+            event_id=f"{prefix}-{i:06d}", event_time_ms=event_ms, arrival_ms=min(event_ms + delay_ms, now),
             user_id=user, session_id=f"s{user[1:]}-{num}", page=page, referrer=referrer,
             user_agent=rng.choice(USER_AGENTS), country=rng.choice(COUNTRIES),
             duration_ms=int(rng.lognormvariate(8.5, 0.8)),
@@ -187,8 +195,6 @@ def create_topics(bootstrap_servers: str, names: Iterable[str], partitions: int 
                   configs: dict[str, str] | None = None, timeout: float = 60.0,
                   client_config: Mapping[str, Any] | None = None) -> None:
     """Create topics (those that exist are left alone) and wait until every partition has a leader."""
-    import time
-
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
@@ -236,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--command-config", metavar="FILE", help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
     args = ap.parse_args(argv)
     client_config = client_security.kafka_python_config(client_security.load(args.command_config))
-    events = generate(args.events, seed=args.seed, start_ms=parse_time_ms(args.start), span_s=args.span_seconds,
-                      users=args.users, late_fraction=args.late_fraction, max_delay_s=args.max_delay_seconds)
+    try:
+        events = generate(args.events, seed=args.seed, start_ms=parse_time_ms(args.start), span_s=args.span_seconds,
+                          users=args.users, late_fraction=args.late_fraction, max_delay_s=args.max_delay_seconds)
+    except ValueError as err:
+        ap.error(str(err))
     if args.bootstrap_servers:
         topics = args.topic or ["page-views"]
         if args.create_topics:

@@ -11,9 +11,10 @@ from typing import Any
 
 
 def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0,
-               client_config: Mapping[str, Any] | None = None) -> list[tuple[str | None, dict[str, Any]]]:
-    """Every record of ``topic`` from the beginning to its current end: ``(key, decoded JSON value)``.
-    ``client_config``: extra kafka-python arguments (security settings)."""
+               client_config: Mapping[str, Any] | None = None,
+               start_offsets: Mapping[int, int] | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+    """Every record of ``topic`` from the beginning (or from ``start_offsets``, partition -> offset) to its
+    current end: ``(key, decoded JSON value)``. ``client_config``: extra kafka-python arguments (security settings)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="pipeline-results",
@@ -30,6 +31,9 @@ def read_topic(bootstrap_servers: str, topic: str, timeout: float = 60.0,
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
+        for tp in tps:
+            if start_offsets and tp.partition in start_offsets:
+                consumer.seek(tp, start_offsets[tp.partition])
         end = consumer.end_offsets(tps)
         out: list[tuple[str | None, dict[str, Any]]] = []
         while any(consumer.position(tp) < end[tp] for tp in tps):
@@ -66,11 +70,16 @@ def committed_parquet_files(path: str | os.PathLike[str]) -> list[Path]:
     return sorted(files.values())
 
 
-def read_parquet(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of every committed Parquet file of the streaming job's output."""
+def read_parquet_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    return rows
+
+
+def read_parquet(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of every committed Parquet file of the streaming job's output."""
     rows: list[dict[str, Any]] = []
     for f in committed_parquet_files(path):
-        rows.extend(pq.read_table(f).to_pylist())
+        rows.extend(read_parquet_file(f))
     return rows

@@ -16,9 +16,14 @@ security settings go to the source and the sink as ``kafka.``-prefixed options (
 
 ``--trigger available-now`` (the default) processes everything in the topics, then stops; a later run
 with the same checkpoint directory resumes where the previous one stopped. ``--trigger 30s`` runs
-continuously with a micro-batch every 30 seconds.
+continuously with a micro-batch every 30 seconds. The checkpoints hold the offsets of one cluster's
+topics: give each cluster its own ``--checkpoint-dir`` (``run.py`` keys them by cluster, see ``state.py``).
 
-    spark-submit --jars <connector jars> clients/pipeline/streaming_job.py \
+The job refuses (exit status 2, before Spark starts) an input that covers the output topic: ``--topic``
+naming it, or a ``--topic-pattern`` matching it (``topic_collision.py``). ``--report FILE`` writes a JSON
+account of the run when it ends: per query, the batches run, the input rows read and the watermark.
+
+    python -m clients.pipeline.submit clients/pipeline/streaming_job.py \
         --bootstrap-servers localhost:9092 --topic page-views --output-topic page-views-per-minute \
         --parquet-dir out/parquet --checkpoint-dir out/checkpoints
 """
@@ -26,13 +31,16 @@ continuously with a micro-batch every 30 seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
-from clients.pipeline import client_security
+from clients.pipeline import client_security, topic_collision
 
 # The value of each Kafka record. Fields not listed here are ignored; missing ones are null.
 EVENT_SCHEMA = StructType([
@@ -144,8 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fail-on-data-loss", default="true", choices=["true", "false"])
     ap.add_argument("--command-config", metavar="FILE",
                     help="Kafka client properties (security.protocol, sasl.*, ssl.*) for the source and the sink")
+    ap.add_argument("--report", metavar="FILE",
+                    help="write a JSON account of the run here at the end (batches, input rows, watermark per query)")
     args = ap.parse_args(argv)
     args.fail_on_data_loss = args.fail_on_data_loss == "true"
+    try:
+        topic_collision.check([args.output_topic], topics=args.topic or (), pattern=args.topic_pattern)
+    except topic_collision.TopicCollisionError as e:
+        ap.error(str(e))
 
     spark = build_session("kafkette-page-views")
     raw = spark.readStream.format("kafka").options(**kafka_source_options(args)).load()
@@ -189,13 +203,26 @@ def main(argv: list[str] | None = None) -> int:
                     q.stop()
         spark.streams.resetTerminated()
     failed = failed or any(q.exception() is not None for q in queries)
-    for q in (to_kafka, to_parquet):
-        p = q.lastProgress
-        if p:
-            print(f"query {q.name}: last batch {p['batchId']}, watermark {p['eventTime'].get('watermark')}",
-                  file=sys.stderr)
+    reports = {q.name: query_report(q) for q in queries}
+    for name, r in reports.items():
+        print(f"query {name}: {r['batches']} batches, {r['input_rows']} input rows, last batch {r['last_batch']}, "
+              f"watermark {r['watermark']}", file=sys.stderr)
+    if args.report:
+        Path(args.report).write_text(json.dumps({"failed": failed, "queries": reports}, indent=2) + "\n")
     spark.stop()
     return 1 if failed else 0
+
+
+def query_report(q: Any) -> dict[str, Any]:
+    """What one query did in this run, from its progress reports (Spark keeps the last 100 of them)."""
+    progress = [p for p in q.recentProgress if p]
+    last = q.lastProgress or {}
+    return {
+        "batches": len({p["batchId"] for p in progress}),
+        "input_rows": sum(int(p.get("numInputRows", 0)) for p in progress),
+        "last_batch": last.get("batchId"),
+        "watermark": (last.get("eventTime") or {}).get("watermark"),
+    }
 
 
 if __name__ == "__main__":

@@ -4,14 +4,24 @@ Spark is PySpark's (pip-installed into the venv by ``deploy/spark/install.sh``);
 come from ``.cache/spark-jars/<PySpark version>/`` (same script) and are passed with ``--jars``. Spark runs
 in local mode on two cores with little memory and logs at WARN (``clients/pipeline/log4j2.properties``);
 its output goes to a file, and a failure raises ``SparkSubmitError`` carrying the file's tail.
+
+Run by hand, with the venv's Python and nothing activated (``spark-submit`` alone needs ``SPARK_HOME``,
+the venv's Python for the driver and the repository on ``PYTHONPATH``; this sets all three):
+
+    .venv/bin/python -m clients.pipeline.submit clients/pipeline/streaming_job.py --bootstrap-servers ...
+    .venv/bin/python -m clients.pipeline.submit --print-command clients/pipeline/batch_job.py ...
+
+Spark's output then goes to the terminal (``--log FILE`` to send it to a file instead).
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import importlib.metadata
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -128,3 +138,48 @@ def run(script: str | os.PathLike[str], args: Sequence[str], log_path: str | os.
         conf: Mapping[str, str] | None = None, timeout: float = 600.0) -> None:
     """spark-submit ``script`` and wait for it."""
     wait(start(script, args, log_path, conf), log_path, timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="spark-submit a pipeline job with the pipeline's settings (connector jars, local[2], logging)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="an extra Spark setting (repeatable)")
+    ap.add_argument("--log", metavar="FILE", help="append Spark's output to FILE instead of the terminal")
+    ap.add_argument("--print-command", action="store_true",
+                    help="print the environment and the spark-submit command line instead of running them")
+    ap.add_argument("script", help="the job, e.g. clients/pipeline/streaming_job.py")
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="the job's own arguments")
+    args = ap.parse_args(argv)
+    conf = {}
+    for item in args.conf:
+        k, sep, v = item.partition("=")
+        if not sep:
+            ap.error(f"--conf {item}: expected KEY=VALUE")
+        conf[k] = v
+    script = Path(args.script).resolve()
+    if not script.is_file():
+        ap.error(f"{args.script}: no such file")
+    try:
+        cmd = submit_command(script, args.args, conf)
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    env = submit_env()
+    if args.print_command:
+        changed = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        print(" ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items())) + " \\")
+        print("    " + " ".join(shlex.quote(c) for c in cmd))
+        return 0
+    if args.log:
+        try:
+            run(script, args.args, args.log, conf, timeout=float("inf"))
+        except SparkSubmitError as e:
+            print(e, file=sys.stderr)
+            return 1
+        return 0
+    os.chdir(REPO)
+    os.execve(cmd[0], cmd, env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
