@@ -29,6 +29,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from broker.metrics_timing import CURRENT_CLOCK, RequestClock
 from broker.rate_limited_log import RateLimitedLog
 from broker.request_queue import RequestPermits
 from broker.security.principal import ANONYMOUS, KafkaPrincipal
@@ -111,6 +112,8 @@ class Connection:
         self.principal: KafkaPrincipal = ANONYMOUS
         # KIP-219: a throttled client's channel is muted (no request read) until this monotonic time.
         self.muted_until = 0.0
+        # Where the current request's time goes (RequestMetrics' phases; broker/metrics_timing.py).
+        self.clock = RequestClock()
 
     def throttle(self, throttle_ms: int) -> None:
         """Mute the channel for ``throttle_ms`` after the current response (quota enforcement)."""
@@ -261,6 +264,8 @@ class Connection:
 
     async def serve(self) -> None:
         self._task = asyncio.current_task()
+        clock = self.clock
+        CURRENT_CLOCK.set(clock)  # the purgatories add the request's waits to it
         try:
             await self.establish()
             while True:
@@ -280,6 +285,7 @@ class Connection:
                 # holds a request permit, so an abandoned one would block everybody's requests.
                 watch = self.loop.call_later(_WATCH_PEER_AFTER_S, self._watch_peer)
                 try:
+                    clock.remote_s = 0.0
                     started = time.monotonic()
                     self.in_flight = True
                     try:
@@ -288,13 +294,16 @@ class Connection:
                         watch.cancel()
                         self._unwatch_peer()
                     del frame  # the request's buffer goes now, not with the next request
+                    end = responded = time.monotonic()
                     if parts is not None:
                         await self.write_parts(parts)
-                        self.last_active = time.monotonic()
+                        end = self.last_active = time.monotonic()
                     del parts
                     self.in_flight = False
                     self.stats.requests += 1
-                    self.stats.busy_s += time.monotonic() - started
+                    self.stats.busy_s += end - started
+                    if clock.targets is not None:  # a metrics endpoint is on
+                        clock.finish(started, responded, end)
                 finally:
                     self._release_permit()
         except ConnectionClosed as e:

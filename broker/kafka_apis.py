@@ -57,6 +57,7 @@ from protocol.schema import FileRegion, FileRegions, Struct
 
 if TYPE_CHECKING:
     from broker.connection import Connection, Parts
+    from broker.metrics_timing import RequestClock
     from broker.quota import QuotaManagers
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,9 @@ class KafkaApis:
         self.control_plane_listener = control_plane_listener
         self.handlers: dict[int, HandlerFn] = {ApiKey.API_VERSIONS: self.handle_api_versions}
         self.request_stats: dict[int, list[float]] = {}  # api key -> [count, total seconds]
-        self.observer: Callable[[Request, float], None] | None = None
+        # Request metrics (broker/metrics_requests.py): (clock, request, response body, handler start,
+        # handler end), called once a response body is ready.
+        self.observer: Callable[[RequestClock, Request, Any, float, float], None] | None = None
         self.refused_off_control_plane = 0  # connections closed by the listener check (metrics)
         self.quotas: QuotaManagers | None = None  # client quotas, once loaded (broker/quota)
 
@@ -125,17 +128,19 @@ class KafkaApis:
             return await self._handle_with_quotas(conn, request, handler, quotas, started, decode_ns)
         else:
             body = await handler(conn, request)
-        return self._respond(request, body, started)
+        return self._respond(conn, request, body, started)
 
-    def _respond(self, request: Request, body: Any, started: float, parts: Parts | None = None) -> Parts | None:
+    def _respond(self, conn: Connection, request: Request, body: Any, started: float,
+                 parts: Parts | None = None) -> Parts | None:
         """Count the request (stats, latency) and encode its response (None: no response)."""
         hdr = request.header
-        elapsed = time.monotonic() - started
+        done = time.monotonic()
         stats = self.request_stats.setdefault(hdr.api_key, [0, 0.0])
         stats[0] += 1
-        stats[1] += elapsed
-        if self.observer is not None:  # request latency histograms (broker/metrics.py)
-            self.observer(request, elapsed)
+        stats[1] += done - started
+        observer = self.observer
+        if observer is not None:  # request metrics: errors now, the phases once the response is written
+            observer(conn.clock, request, body, started, done)
         if body is None:
             return None  # acks=0 produce
         if parts is not None:
@@ -149,7 +154,7 @@ class KafkaApis:
         api_key, version = hdr.api_key, hdr.api_version
         req: Any = request.body
         if api_key == ApiKey.FETCH and (req.replica_id if version < 15 else req.replica_state.replica_id) >= 0:
-            return self._respond(request, await handler(conn, request), started)  # replication is exempt
+            return self._respond(conn, request, await handler(conn, request), started)  # replication is exempt
         user = quotas.user_of(conn.principal)
         client_id = hdr.client_id or ""
         fetch_quota = quotas.fetch
@@ -226,7 +231,7 @@ class KafkaApis:
             if body is not None and "throttle_time_ms" in body._fields:
                 body.throttle_time_ms = max(body.throttle_time_ms or 0, throttle_ms)
             conn.throttle(throttle_ms)
-        return self._respond(request, body, started, parts)
+        return self._respond(conn, request, body, started, parts)
 
     def listener_refuses(self, conn: Connection, frame: memoryview) -> bool:
         control_plane = self.control_plane_listener

@@ -1,28 +1,32 @@
 """Prometheus metrics: an HTTP endpoint on ``metrics.port`` that reads the broker's state at scrape time.
 
-Names follow what Kafka's JMX MBeans become under the Prometheus JMX exporter's standard Kafka rules
-(lower-cased ``kafka_<domain>_<type>_<name>``, ``PerSec`` meters as ``..._total`` counters, extra MBean
-keys as labels), and kafka_exporter's names for consumer lag, so dashboards and alerts written for
-Apache Kafka work unchanged:
+Names are what Kafka's MBeans become under the Prometheus JMX exporter's Kafka rules (its example
+``kafka-2_0_0.yml`` and Strimzi's configuration, which has the same rules: lower-cased
+``kafka_<domain>_<type>_<name>``, ``PerSec`` meters as ``..._total`` counters, Yammer histograms and
+timers as ``quantile`` gauges plus ``_count``, extra MBean keys as labels), and kafka_exporter's names
+for topics, partitions and consumer groups, so dashboards and alerts written for Apache Kafka work
+unchanged:
 
-    kafka_server_brokertopicmetrics_bytesin_total{topic="t"}        BytesInPerSec (and without a label)
-    kafka_server_replicamanager_underreplicatedpartitions           UnderReplicatedPartitions
-    kafka_controller_kafkacontroller_activecontrollercount          ActiveControllerCount
-    kafka_network_requestmetrics_requests_total{request="Produce"}  RequestsPerSec
-    kafka_consumergroup_lag{consumergroup,topic,partition}          kafka_exporter
+    kafka_server_brokertopicmetrics_bytesin_total{topic="t"}              BytesInPerSec (and without a label)
+    kafka_server_replicamanager_underreplicatedpartitions                 UnderReplicatedPartitions
+    kafka_controller_kafkacontroller_activecontrollercount                ActiveControllerCount
+    kafka_network_requestmetrics_totaltimems{request,quantile="0.99"}     TotalTimeMs 99thPercentile
+    kafka_network_requestmetrics_requests_total{request,version}          RequestsPerSec
+    kafka_topic_partition_current_offset{topic,partition}                 kafka_exporter
+    kafka_consumergroup_lag{consumergroup,topic,partition}                kafka_exporter
 
-Request latency is a real histogram (``kafka_network_requestmetrics_totaltimems_bucket``) rather than
-the JMX exporter's precomputed quantiles; use ``histogram_quantile``.
+``tests/ops/exporter_series.txt`` lists the series taken from those configurations and dashboards;
+a test checks that live brokers export every one.
 
 The endpoint is served by the broker's own event loop, so the collector reads broker objects without
-locks. Nothing is counted per request here beyond one histogram bucket increment; everything else is
-derived from counters the broker keeps anyway.
+locks. The request path records only what cannot be read later: each request's phase times (one deque
+append) and its response's error codes (broker/metrics_requests.py); percentiles are computed here, at
+scrape time (broker/metrics_quantiles.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import logging
 import time
@@ -33,12 +37,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    HistogramMetricFamily,
     Metric,
 )
 
+from broker.metrics_kafka_exporter import cluster_metrics, group_metrics, partition_metrics
+from broker.metrics_quantiles import SummaryFamily, recent
+from broker.metrics_requests import RequestMetricsRegistry
 from broker.security.sasl_server import SaslStats
-from protocol.api_versions import SUPPORTED, ApiKey
 
 if TYPE_CHECKING:
     from broker.connection import Connection, ConnectionStats
@@ -50,7 +55,6 @@ if TYPE_CHECKING:
     from broker.security.sasl_server import BrokerSasl
     from broker.wiring import BrokerComponents
     from config.registry import BrokerConfig
-    from protocol.messages import Request
     from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -95,38 +99,8 @@ class MetricsSource(Protocol):
     @property
     def sasl(self) -> BrokerSasl: ...
 
-# Request latency bucket bounds, milliseconds.
-LATENCY_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 BROKER_STATE_RUNNING = 3  # Kafka's BrokerState.RUNNING
 INT64_MAX = (1 << 63) - 1  # a TokenBucket without a quota measures Long.MAX_VALUE
-
-
-def request_name(api_key: int) -> str:
-    entry = SUPPORTED.get(api_key)  # type: ignore[call-overload]
-    return entry[2] if entry else str(api_key)
-
-
-class RequestLatency:
-    """Per request name: bucket counts, count and sum (ms). Kafka splits Fetch by who fetches."""
-
-    def __init__(self) -> None:
-        self.by_name: dict[str, list[Any]] = {}
-
-    def observe(self, request: Request, elapsed_s: float) -> None:
-        key = request.header.api_key
-        if key == ApiKey.FETCH:
-            body = request.body
-            rid = body.replica_id if request.header.api_version < 15 else body.replica_state.replica_id
-            name = "FetchFollower" if rid >= 0 else "FetchConsumer"
-        else:
-            name = request_name(key)
-        h = self.by_name.get(name)
-        if h is None:
-            h = self.by_name[name] = [[0] * (len(LATENCY_BUCKETS_MS) + 1), 0, 0.0]
-        ms = elapsed_s * 1000.0
-        h[0][bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
-        h[1] += 1
-        h[2] += ms
 
 
 def _labelled(name: str, doc: str, typ: str) -> Metric:
@@ -135,9 +109,9 @@ def _labelled(name: str, doc: str, typ: str) -> Metric:
 
 
 class BrokerCollector:
-    def __init__(self, broker: MetricsSource, latency: RequestLatency) -> None:
+    def __init__(self, broker: MetricsSource, requests: RequestMetricsRegistry) -> None:
         self.broker = broker
-        self.latency = latency
+        self.requests = requests
         self._cpu_mark = (time.monotonic(), time.thread_time())
         self._idle = 1.0
 
@@ -160,9 +134,31 @@ class BrokerCollector:
         out: list[Metric] = []
         rm = b.replica_manager
         partitions = dict(rm.partitions) if rm is not None else {}
-        live = set(b.metadata.brokers)
+        known_topics = set(b.metadata.topics)
+        lm = b.log_manager
+        offline_tps = lm.offline_partitions if lm is not None else set()
+        ctrl = b.components.controller
+        active = bool(ctrl is not None and ctrl.is_active)
 
-        # BrokerTopicMetrics
+        out += self._topic_metrics(partitions, known_topics)
+        out += self._network_metrics()
+        out += self._replica_manager_metrics(partitions, offline_tps)
+        out += self._log_metrics(partitions, offline_tps)
+        out += self._purgatory_metrics()
+        out += self._controller_metrics(active)
+        out.append(GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
+                                     "Broker state (3 = running, Kafka's numbering).", value=BROKER_STATE_RUNNING))
+        # kafka_exporter's families, each series from one broker (broker/metrics_kafka_exporter.py)
+        out += cluster_metrics(b, active)
+        out += partition_metrics(b.metadata.broker_id, partitions, offline_tps)
+        out += group_metrics(b, partitions)
+        out += self._quota_metrics()
+        return out
+
+    def _topic_metrics(self, partitions: dict[tuple[str, int], Any], known: set[str]) -> list[Metric]:
+        """BrokerTopicMetrics: bytes and messages (kept by the replica manager) and request counts."""
+        b = self.broker
+        rm = b.replica_manager
         msgs = _labelled("kafka_server_brokertopicmetrics_messagesin", "Records appended by producers (MessagesInPerSec).",
                          "counter")
         bin_ = _labelled("kafka_server_brokertopicmetrics_bytesin", "Bytes appended by producers (BytesInPerSec).",
@@ -170,7 +166,6 @@ class BrokerCollector:
         bout = _labelled("kafka_server_brokertopicmetrics_bytesout", "Bytes sent to consumers (BytesOutPerSec).",
                          "counter")
         if rm is not None:
-            known = set(b.metadata.topics)
             for topic in [t for t in rm.topic_stats if t not in known]:
                 if not any(t == topic for t, _ in partitions):
                     del rm.topic_stats[topic]  # deleted topic
@@ -183,16 +178,28 @@ class BrokerCollector:
             msgs.add_sample("kafka_server_brokertopicmetrics_messagesin_total", {}, tm)
             bin_.add_sample("kafka_server_brokertopicmetrics_bytesin_total", {}, tb)
             bout.add_sample("kafka_server_brokertopicmetrics_bytesout_total", {}, to)
-        out += [msgs, bin_, bout]
+        out: list[Metric] = [msgs, bin_, bout]
         out.append(CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
                                        "Bytes sent to follower replicas (ReplicationBytesOutPerSec).",
                                        value=rm.replication_bytes_out if rm is not None else 0))
+        fetchers = b.components.replica_fetchers
+        out.append(CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                                       "Bytes appended from leaders by this broker's replica fetchers "
+                                       "(ReplicationBytesInPerSec).",
+                                       value=fetchers.replication_bytes_in if fetchers is not None else 0))
+        self.requests.forget_topics(known)
+        return out
 
-        # Socket server and request handling
-        out.append(CounterMetricFamily("kafka_server_socketservermetrics_incomingbytes",
-                                       "Bytes read from client sockets.", value=b.stats.bytes_in))
-        out.append(CounterMetricFamily("kafka_server_socketservermetrics_outgoingbytes",
-                                       "Bytes written to client sockets (sendfile included).", value=b.stats.bytes_out))
+    def _network_metrics(self) -> list[Metric]:
+        """Request handling (RequestMetrics, the event loop's idle share) and the socket server."""
+        b = self.broker
+        out = self.requests.collect()
+        out.append(CounterMetricFamily("kafka_server_socket_server_metrics_incoming_byte",
+                                       "Bytes read from client sockets, every listener (incoming-byte-total).",
+                                       value=b.stats.bytes_in))
+        out.append(CounterMetricFamily("kafka_server_socket_server_metrics_outgoing_byte",
+                                       "Bytes written to client sockets, sendfile included, every listener "
+                                       "(outgoing-byte-total).", value=b.stats.bytes_out))
         conns = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count", "Open connections.",
                                   labels=["listener"])
         per_listener: dict[str, int] = {name: 0 for name in b.bound}
@@ -207,45 +214,23 @@ class BrokerCollector:
         out.append(GaugeMetricFamily("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
                                      "Fraction of time the request handler (the event loop) was idle, 0..1.",
                                      value=idle))
-        out.append(GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidle_percent",
-                                     "Fraction of time the network processor (the event loop) was idle, 0..1.",
-                                     value=idle))
-        reqs = CounterMetricFamily("kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec).",
-                                   labels=["request"])
-        hist = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                     "Time from a request's arrival to its response, milliseconds (TotalTimeMs).",
-                                     labels=["request"])
-        for name, (buckets, count, total) in sorted(self.latency.by_name.items()):
-            reqs.add_metric([name], count)
-            cum, pairs = 0, []
-            for bound, n in zip((*LATENCY_BUCKETS_MS, float("inf")), buckets, strict=True):
-                cum += n
-                pairs.append(("+Inf" if bound == float("inf") else repr(bound), cum))
-            hist.add_metric([name], pairs, total)
-        out += [reqs, hist]
+        # One event loop is the network processor too; Strimzi's rules name it ..._percent, kafka-2_0_0.yml
+        # ...percent (its gauge rule keeps the MBean name whole).
+        for name in ("kafka_network_socketserver_networkprocessoravgidle_percent",
+                     "kafka_network_socketserver_networkprocessoravgidlepercent"):
+            out.append(GaugeMetricFamily(name, "Fraction of time the network processor (the event loop) was idle, "
+                                         "0..1 (NetworkProcessorAvgIdlePercent).", value=idle))
+        return out
 
-        # ReplicaManager
+    def _replica_manager_metrics(self, partitions: dict[tuple[str, int], Any],
+                                 offline_tps: set[tuple[str, int]]) -> list[Metric]:
+        b = self.broker
+        out: list[Metric] = []
         leaders = under = under_min = at_min = offline = 0
-        log_size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on this broker.",
-                                     labels=["topic", "partition"])
-        log_end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=["topic", "partition"])
-        log_start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.",
-                                      labels=["topic", "partition"])
-        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.",
-                                     labels=["topic", "partition"])
-        lm = b.log_manager
-        offline_tps = lm.offline_partitions if lm is not None else set()
-        for tp, p in sorted(partitions.items()):
-            labels = [tp[0], str(tp[1])]
-            lg = p.log
-            if tp in offline_tps or lg.is_offline:
+        for tp, p in partitions.items():
+            if tp in offline_tps or p.log.is_offline:
                 offline += 1
                 continue
-            with contextlib.suppress(Exception):
-                log_size.add_metric(labels, lg.size_in_bytes)
-                log_end.add_metric(labels, lg.log_end_offset)
-                log_start.add_metric(labels, lg.log_start_offset)
-                segments.add_metric(labels, len(lg.segments))
             if p.is_leader:
                 leaders += 1
                 isr = len(p.isr)
@@ -265,23 +250,71 @@ class BrokerCollector:
                 ("leadercount", "Partitions this broker leads.", leaders),
                 ("partitioncount", "Partition replicas on this broker.", len(partitions))):
             out.append(GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc, value=value))
-        out += [log_size, log_end, log_start, segments]
-        out.append(GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
-                                     "Log directories that failed and went offline (KIP-112).",
-                                     value=len(lm.offline_dirs) if lm is not None else 0))
         isr_mgr = b.components.isr_manager
         out.append(CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks (IsrShrinksPerSec).",
                                        value=getattr(isr_mgr, "shrinks", 0)))
         out.append(CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expands (IsrExpandsPerSec).",
                                        value=getattr(isr_mgr, "expands", 0)))
+        out.append(CounterMetricFamily("kafka_server_replicamanager_failedisrupdates",
+                                       "ISR changes the controller refused (FailedIsrUpdatesPerSec).",
+                                       value=getattr(isr_mgr, "failed", 0)))
+        fetchers = b.components.replica_fetchers
+        max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag",
+                                    "Largest lag, in records, of a partition this broker follows behind its leader's "
+                                    "high watermark (MaxLag).", labels=["clientId"])
+        max_lag.add_metric(["Replica"], fetchers.max_lag() if fetchers is not None else 0)
+        out.append(max_lag)
+        return out
 
-        # Purgatories
-        purg = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
-                                 "Requests waiting in a purgatory.", labels=["delayedoperation"])
-        if rm is not None:
-            purg.add_metric(["Produce"], rm.produce_purgatory.waiting)
-            purg.add_metric(["Fetch"], rm.fetch_purgatory.waiting)
-        out.append(purg)
+    def _log_metrics(self, partitions: dict[tuple[str, int], Any], offline_tps: set[tuple[str, int]]
+                     ) -> list[Metric]:
+        """Per-partition Log gauges, LogManager's offline directories and LogFlushStats."""
+        log_size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on this broker.",
+                                     labels=["topic", "partition"])
+        log_end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=["topic", "partition"])
+        log_start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.",
+                                      labels=["topic", "partition"])
+        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.",
+                                     labels=["topic", "partition"])
+        for tp, p in sorted(partitions.items()):
+            lg = p.log
+            if tp in offline_tps or lg.is_offline:
+                continue
+            labels = [tp[0], str(tp[1])]
+            with contextlib.suppress(Exception):
+                log_size.add_metric(labels, lg.size_in_bytes)
+                log_end.add_metric(labels, lg.log_end_offset)
+                log_start.add_metric(labels, lg.log_start_offset)
+                segments.add_metric(labels, len(lg.segments))
+        out: list[Metric] = [log_size, log_end, log_start, segments]
+        lm = self.broker.log_manager
+        out.append(GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount",
+                                     "Log directories that failed and went offline (KIP-112).",
+                                     value=len(lm.offline_dirs) if lm is not None else 0))
+        flush = SummaryFamily("kafka_log_logflushstats_logflushrateandtimems",
+                              "Milliseconds a log flush (fsync after a segment roll, or flush.ms) took "
+                              "(LogFlushRateAndTimeMs), percentiles over recent flushes.")
+        if lm is not None:
+            rows = recent(lm.flush_times, time.monotonic())
+            flush.add({}, (ms for _, ms in rows), lm.flushes, lm.flush_ms_total)
+        else:
+            flush.add({}, (), 0, 0.0)
+        out.append(flush.metric)
+        return out
+
+    def _purgatory_metrics(self) -> list[Metric]:
+        b = self.broker
+        rm = b.replica_manager
+        out: list[Metric] = []
+        # The MBean key is delayedOperation; the JMX exporter's Kafka rules keep label names as they are.
+        for name, doc in (("purgatorysize", "Requests waiting in a purgatory (PurgatorySize)."),
+                          ("numdelayedoperations", "Delayed operations in a purgatory (NumDelayedOperations).")):
+            family = GaugeMetricFamily(f"kafka_server_delayedoperationpurgatory_{name}", doc,
+                                       labels=["delayedOperation"])
+            if rm is not None:
+                family.add_metric(["Produce"], rm.produce_purgatory.waiting)
+                family.add_metric(["Fetch"], rm.fetch_purgatory.waiting)
+            out.append(family)
         if rm is not None:  # Kafka's FetchSessionCache metrics (KIP-227)
             sessions = rm.fetch_sessions.cache
             out.append(GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
@@ -291,10 +324,11 @@ class BrokerCollector:
             out.append(CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
                                            "Fetch sessions evicted (IncrementalFetchSessionEvictionsPerSec).",
                                            value=sessions.evictions))
+        return out
 
-        # Controller
-        ctrl = b.components.controller
-        active = bool(ctrl is not None and ctrl.is_active)
+    def _controller_metrics(self, active: bool) -> list[Metric]:
+        ctrl = self.broker.components.controller
+        out: list[Metric] = []
         out.append(GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
                                      "1 on the broker that is the active controller, else 0.", value=int(active)))
         ctx = ctrl.context if ctrl is not None and active else None
@@ -318,18 +352,14 @@ class BrokerCollector:
         out.append(CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
                                        "Unclean leader elections decided by this broker as controller.",
                                        value=getattr(stats, "unclean_leader_elections", 0)))
-        out.append(CounterMetricFamily("kafka_controller_controllerstats_leaderelections",
-                                       "Leader elections decided by this broker as controller.",
-                                       value=getattr(stats, "leader_elections", 0)))
-
-        # Server state
-        out.append(GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
-                                     "Broker state (3 = running, Kafka's numbering).", value=BROKER_STATE_RUNNING))
-        out.append(GaugeMetricFamily("kafka_brokers", "Live brokers in this broker's metadata.", value=len(live)))
-
-        # Consumer groups this broker coordinates (kafka_exporter's names)
-        out += self._group_metrics(partitions)
-        out += self._quota_metrics()
+        # Kafka's LeaderElectionRateAndTimeMs is a timer; the controller counts its elections but does
+        # not time them, so only the timer's count is exported (no quantile series).
+        elections = Metric("kafka_controller_controllerstats_leaderelectionrateandtimems",
+                           "Partition leader elections decided by this broker as controller "
+                           "(LeaderElectionRateAndTimeMs Count).", "summary")
+        elections.add_sample("kafka_controller_controllerstats_leaderelectionrateandtimems_count", {},
+                             getattr(stats, "leader_elections", 0))
+        out.append(elections)
         return out
 
     def _quota_metrics(self) -> list[Metric]:
@@ -444,35 +474,6 @@ class BrokerCollector:
                                            value=state.refused))
         return out
 
-    def _group_metrics(self, partitions: dict[tuple[str, int], Any]) -> list[Metric]:
-        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset of the group.",
-                                    labels=["consumergroup", "topic", "partition"])
-        lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's committed offset.",
-                                labels=["consumergroup", "topic", "partition"])
-        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of the group summed over a topic.",
-                                    labels=["consumergroup", "topic"])
-        members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"])
-        coord = self.broker.components.group_coordinator
-        views = []
-        if coord is not None:
-            with contextlib.suppress(Exception):
-                views = coord.group_lag_view()
-        for g in views:
-            members.add_metric([g.group_id], g.members)
-            sums: dict[str, int] = {}
-            for (topic, part), off in sorted(g.offsets.items()):
-                labels = [g.group_id, topic, str(part)]
-                current.add_metric(labels, off)
-                p = partitions.get((topic, part))
-                if p is None:
-                    continue  # no replica here: its high watermark is unknown on this broker
-                value = max(0, p.high_watermark - off)
-                lag.add_metric(labels, value)
-                sums[topic] = sums.get(topic, 0) + value
-            for topic, value in sorted(sums.items()):
-                lag_sum.add_metric([g.group_id, topic], value)
-        return [current, lag, lag_sum, members]
-
 
 class MetricsServer:
     """GET /metrics on the broker's event loop (plain HTTP/1.1, one response per connection)."""
@@ -481,9 +482,9 @@ class MetricsServer:
         self.broker = broker
         self.host = host
         self.port = port
-        self.latency = RequestLatency()
+        self.requests = RequestMetricsRegistry(lambda: broker.metadata.topics_by_id)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker, self.latency))  # type: ignore[arg-type]
+        self.registry.register(BrokerCollector(broker, self.requests))  # type: ignore[arg-type]
         with contextlib.suppress(Exception):
             ProcessCollector(registry=self.registry)
         self._server: asyncio.AbstractServer | None = None
@@ -492,7 +493,7 @@ class MetricsServer:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
-        self.broker.apis.observer = self.latency.observe
+        self.broker.apis.observer = self.requests.on_response
         log.info("metrics endpoint on http://%s:%d/metrics", self.host, self.port)
 
     async def stop(self) -> None:

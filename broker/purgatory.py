@@ -8,7 +8,10 @@ on the key, and the waiter re-checks its own condition, so a spurious wake-up co
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Hashable, Iterable
+
+from broker.metrics_timing import CURRENT_CLOCK
 
 
 class Purgatory:
@@ -26,12 +29,16 @@ class Purgatory:
         for k in keys:
             self._watchers.setdefault(k, set()).add(fut)
         self.waiting += 1
+        parked = time.monotonic()
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
         finally:
             self.waiting -= 1
+            clock = CURRENT_CLOCK.get()
+            if clock is not None:  # the request's RemoteTimeMs
+                clock.remote_s += time.monotonic() - parked
             for k in keys:
                 s = self._watchers.get(k)
                 if s is not None:

@@ -369,9 +369,12 @@ class ReplicaFetcher:
                 end = b.pos + b.size
             if end:
                 p.log.append(records[:end], assign_offsets=False, from_client=False)
+                self.manager.replication_bytes_in += end
                 rm = self.manager.replica_manager()
                 if rm is not None:
                     rm.notify_append(p.tp)
+        # Kafka's FetcherLagMetrics: the leader's HW minus the next offset we fetch (MaxLag reads it).
+        self.manager.lags[p.tp] = max(0, pd.high_watermark - p.log.log_end_offset)
         # The follower's HW is the leader's, bounded by what we hold.
         hw = min(pd.high_watermark, p.log.log_end_offset)
         if hw > p.log.high_watermark:
@@ -409,6 +412,9 @@ class ReplicaFetcherManager:
         self.security = inter_broker_security(config(), listener_name)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.follower_of: dict[TP, int] = {}
+        # Metrics: per followed partition, the lag the last fetch response showed; bytes replicated here.
+        self.lags: dict[TP, int] = {}
+        self.replication_bytes_in = 0
         self.closed = False  # after shutdown(): a late LeaderAndIsr starts no fetcher
 
     def add_partition(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
@@ -423,6 +429,7 @@ class ReplicaFetcherManager:
         self.follower_of[tp] = leader_id
 
     def remove_partition(self, tp: TP) -> None:
+        self.lags.pop(tp, None)
         leader = self.follower_of.pop(tp, None)
         if leader is not None and leader in self.fetchers:
             self.fetchers[leader].remove(tp)
@@ -433,12 +440,8 @@ class ReplicaFetcherManager:
             await f.stop()
         self.fetchers.clear()
 
-    def lag(self) -> dict[TP, int]:
-        """Per followed partition: how far our LEO is behind the leader's HW as last seen."""
-        rm = self.replica_manager()
-        out = {}
-        for tp in self.follower_of:
-            p = rm.partitions.get(tp) if rm is not None else None
-            if p is not None:
-                out[tp] = max(0, p.high_watermark - p.log.log_end_offset)
-        return out
+    def max_lag(self) -> int:
+        """Kafka's ReplicaFetcherManager MaxLag: the largest lag over the partitions followed, as the
+        leaders' last fetch responses showed it (a follower's own HW never runs ahead of its LEO)."""
+        lags = self.lags
+        return max((lags.get(tp, 0) for tp in self.follower_of), default=0)
