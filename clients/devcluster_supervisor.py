@@ -177,7 +177,9 @@ class DevClusterRun:
         self._stop_announced = True
         self._phase = "stopping"
         why = self._stop_reason or "the cluster failed"
-        self.say(f"stopping the dev cluster ({why}): {len(self.cluster.brokers)} brokers at once, then ZooKeeper ...")
+        n = len(self.cluster.brokers)
+        brokers = "the broker" if n == 1 else f"{n} brokers at once"
+        self.say(f"stopping the dev cluster ({why}): {brokers}, then ZooKeeper ...")
 
     def _stop_everything(self, since: float) -> None:
         self._announce_stop()
@@ -271,7 +273,9 @@ class DevClusterRun:
             b.start(wait=False)
             self.state[b.broker_id] = State.STARTING
             pid = b.process.pid if b.process else "?"
-        both(f"broker {b.broker_id} starting (pid {pid}); waiting until it has registered ...")
+        both(f"broker {b.broker_id} starting (pid {pid}); waiting until it has registered (after a crash, once "
+             f"its old ZooKeeper session has expired: zookeeper.session.timeout.ms="
+             f"{self._config('zookeeper.session.timeout.ms')}) ...")
         try:
             b.wait_ready(RESTART_READY_SECONDS)
         except (RuntimeError, TimeoutError) as e:
