@@ -65,7 +65,7 @@ class MetricsSource(Protocol):
 
     Metrics observe everything a broker has (it is their job, as Kafka's metrics registry is fed by
     every component), so this is wide; but it is the whole of it, typed, and nothing here writes to
-    the broker except the request-latency observer on ``apis``.
+    the broker except the request metrics observer on ``apis`` (broker/metrics_requests.py).
     """
 
     @property
@@ -98,6 +98,7 @@ class MetricsSource(Protocol):
     def request_permits(self) -> RequestPermits: ...
     @property
     def sasl(self) -> BrokerSasl: ...
+
 
 BROKER_STATE_RUNNING = 3  # Kafka's BrokerState.RUNNING
 INT64_MAX = (1 << 63) - 1  # a TokenBucket without a quota measures Long.MAX_VALUE
