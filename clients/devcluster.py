@@ -383,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in COMMANDS:  # status | kill <id> | stop <id> | restart <id>: to a running cluster
-        return control_main(argv, _control_candidates, "python -m clients.devcluster")
+        return control_main(argv, _control_candidates, "python -m clients.devcluster",
+                            ".cache/devcluster/brokers-<n> or .cache/devcluster-secure")
     if "--secure" in argv:  # `make run-secure`: SASL_SSL listeners, SCRAM users, an authorizer
         from clients import devcluster_secure
 

@@ -132,26 +132,27 @@ def is_running(cluster_dir: Path) -> bool:
         return True
 
 
-def find_cluster_dir(explicit: str | None, candidates: list[Path]) -> Path:
+def find_cluster_dir(explicit: str | None, candidates: list[Path], where: str) -> Path:
     """The directory of the dev cluster to talk to: ``--dir`` when given, else the one running among
-    ``candidates`` (the default directories of each shape and of ``make run-secure``)."""
+    ``candidates`` (the default directories of each shape and of ``make run-secure``, ``where`` in words)."""
     if explicit:
         return Path(explicit).resolve()
     running = [d for d in candidates if is_running(d)]
     if len(running) == 1:
         return running[0]
     if not running:
-        raise SystemExit("devcluster: no dev cluster is running (looked for one on "
-                         f"{', '.join(map(str, candidates)) or 'no directory'}); give --dir for another directory")
+        raise SystemExit(f"devcluster: no dev cluster is running from {where}; for one started with --dir DIR, "
+                         "add --dir DIR")
     raise SystemExit("devcluster: several dev clusters are running (" + ", ".join(map(str, running))
                      + "): choose one with --dir")
 
 
-def control_main(argv: list[str], candidates: Callable[[argparse.Namespace], list[Path]], prog: str) -> int:
+def control_main(argv: list[str], candidates: Callable[[argparse.Namespace], list[Path]], prog: str,
+                 where: str) -> int:
     ap = argparse.ArgumentParser(
         prog=prog, description="Control a running dev cluster: see its processes, kill, stop or restart a broker.")
     ap.add_argument("command", choices=COMMANDS,
-                    help="status: the processes; kill <id>: SIGKILL a broker (a crash: its leaderships move when "
+                    help="status: the processes, the controller and the partition leaders; kill <id>: SIGKILL a broker (a crash: its leaderships move when "
                          "its ZooKeeper session expires); stop <id>: SIGTERM (a controlled shutdown: they move "
                          "at once); restart <id>: start it again (stopping it first when it runs)")
     ap.add_argument("broker", nargs="?", type=int, help="broker id (kill, stop, restart)")
@@ -161,7 +162,7 @@ def control_main(argv: list[str], candidates: Callable[[argparse.Namespace], lis
     args = ap.parse_args(argv)
     if args.command in NEEDS_BROKER and args.broker is None:
         ap.error(f"{args.command} needs a broker id, e.g. {prog} {args.command} 1")
-    cluster_dir = find_cluster_dir(args.dir, candidates(args))
+    cluster_dir = find_cluster_dir(args.dir, candidates(args), where)
     try:
         for line in request(cluster_dir, args.command, args.broker):
             print(line, flush=True)

@@ -84,6 +84,7 @@ class DevClusterRun:
         self._phase = "checking"  # checking, starting, running, stopping
         self._stop_reason: str | None = None
         self._stop_announced = False
+        self._stop_began = 0.0
 
     # -- output -----------------------------------------------------------------------------------
 
@@ -125,34 +126,34 @@ class DevClusterRun:
         c.own_process_groups = True
         c.stop_within = BROKER_STOP_SECONDS
         c.on_stop = self._announce_stop  # also when a failed or interrupted start() cleans up
+        if self._stop_reason is not None:  # a signal during the checks
+            self.say(f"devcluster: {self._stop_reason} before anything started")
+            return 1
         self._phase = "starting"
-        started = time.monotonic()
         try:
             c.start()
         except KeyboardInterrupt:  # a signal while starting; LocalCluster.start stopped what it had started
-            self._stop_everything(started)
+            self._stop_everything()
             return 1
         except Exception as e:
             self.say(f"devcluster: failed to start: {e}", err=True)
             for b in c.brokers:
                 self.say(f"--- {b.log_path}\n{b.log_text()[-3000:]}", err=True)
-            self._stop_everything(started)
+            self._stop_everything()
             return 1
         with self._mutex:
             self.state = {b.broker_id: State.RUNNING for b in c.brokers}
-        control = ControlServer(c.base_dir, self._control).start()
-        self._phase = "running"
-        if self._stop_reason is not None:  # a signal came between the end of start() and here
-            control.close()
-            self._stop_everything(time.monotonic())
-            return 0
-        self.describe(c)
-        self.say(f"control it from another terminal: {self.control_command('COMMAND')}\n"
-                 "    COMMAND: status, kill <id> (SIGKILL, a crash), stop <id> (SIGTERM, a controlled shutdown), "
-                 "restart <id>\n"
-                 "    a broker that dies is reported here and the others keep running")
+        control: ControlServer | None = None
         rc = 0
         try:
+            control = ControlServer(c.base_dir, self._control).start()
+            self._phase = "running"
+            if self._stop_reason is None:  # else a signal came as start() ended: straight to stopping
+                self.describe(c)
+                self.say(f"control it from another terminal: {self.control_command('COMMAND')}\n"
+                         "    COMMAND: status, kill <id> (SIGKILL, a crash), stop <id> (SIGTERM, a controlled "
+                         "shutdown), restart <id>\n"
+                         "    a broker that dies is reported here and the others keep running")
             while self._stop_reason is None:
                 time.sleep(0.2)
                 if not self._watch():
@@ -161,8 +162,9 @@ class DevClusterRun:
         finally:
             with self._mutex:
                 self._phase = "stopping"
-            control.close()
-            self._stop_everything(time.monotonic())
+            if control is not None:
+                control.close()
+            self._stop_everything()
         return rc
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
@@ -177,18 +179,19 @@ class DevClusterRun:
         self._stop_announced = True
         self._phase = "stopping"
         why = self._stop_reason or "the cluster failed"
+        self._stop_began = time.monotonic()
         n = len(self.cluster.brokers)
-        brokers = "the broker" if n == 1 else f"{n} brokers at once"
-        self.say(f"stopping the dev cluster ({why}): {brokers}, then ZooKeeper ...")
+        what = {0: "ZooKeeper", 1: "the broker, then ZooKeeper"}.get(n, f"{n} brokers at once, then ZooKeeper")
+        self.say(f"stopping the dev cluster ({why}): {what} ...")
 
-    def _stop_everything(self, since: float) -> None:
+    def _stop_everything(self) -> None:
         self._announce_stop()
         with self._mutex:
             killed = self.cluster.stop_all_at_once(BROKER_STOP_SECONDS, ZK_STOP_SECONDS)
         if killed:
             self.say(f"brokers {', '.join(map(str, killed))} did not stop within {BROKER_STOP_SECONDS:g} s: killed "
                      "(their logs are recovered at the next start)")
-        self.say(f"stopped: every broker and ZooKeeper, in {time.monotonic() - since:.1f} s; "
+        self.say(f"stopped: every broker and ZooKeeper, in {time.monotonic() - self._stop_began:.1f} s; "
                  f"data kept in {self.cluster.base_dir}")
 
     def _watch(self) -> bool:
