@@ -5,6 +5,10 @@ so what the tests exercise is what a user starts. Each broker is ``kafkette brok
 server.properties written here (Kafka's names), in its own directory.
 
     python -m clients.devcluster --brokers 3 --port 9092      # 9092, 9093, 9094
+    python -m clients.devcluster restart 1                    # to the running one: status, kill, stop, restart
+
+Running in the foreground (checks, a broker death reported, control requests, a bounded stop) is
+clients/devcluster_supervisor.py; the checks before anything starts are clients/devcluster_guard.py.
 """
 
 from __future__ import annotations
