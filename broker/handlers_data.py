@@ -12,6 +12,9 @@ TOPIC_AUTHORIZATION_FAILED; the others are served as if the refused ones were no
   for an incremental fetch (KIP-227, broker/fetch_session.py) that is every partition of its session.
 * ListOffsets: DESCRIBE on each topic. OffsetForLeaderEpoch: CLUSTER_ACTION on the cluster (brokers),
   else DESCRIBE on each topic (consumers validating their position, KIP-320). DeleteRecords: DELETE.
+
+Old versions (Produce v0-2 with message formats v0/v1, Fetch v0-9, ListOffsets v0) take the paths of
+broker/old_versions_data.py; the current versions' paths pay one version comparison for them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.authorizer.api import AclOperation, ResourceType
 from broker.connection import CloseConnection
+from broker.conversion_metrics import ConversionMetrics, conversion_metrics_for
 from broker.fetch_session import TOPIC_IDS_SINCE
+from broker.old_versions_data import OldVersionData
 from broker.replica_manager import _has_transactional_batch
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from protocol.api_versions import ApiKey
@@ -54,9 +59,21 @@ def _produce_refused(body: Any, code: ErrorCode) -> Any:
 class DataApis:
     """The data-path APIs, served by the replica manager."""
 
-    def __init__(self, replica_manager: ReplicaManager, auth: RequestAuthorizer = ALLOW_ALL) -> None:
+    def __init__(self, replica_manager: ReplicaManager, auth: RequestAuthorizer = ALLOW_ALL,
+                 conversions: ConversionMetrics | None = None) -> None:
         self.rm = replica_manager
         self.auth = auth
+        # Kafka's message conversion metrics (broker/conversion_metrics.py), one set per broker.
+        self.conversions = conversions if conversions is not None else conversion_metrics_for(replica_manager)
+        self.old = OldVersionData(replica_manager, self.conversions)
+
+    async def _append(self, body: Any, version: int) -> Any:
+        if version <= 2:
+            resp, failed = await self.old.produce(body, self.rm.append_records)
+            if failed and body.acks == 0:
+                raise CloseConnection()  # acks=0 has no response: Kafka closes the connection on an error
+            return resp
+        return await self.rm.append_records(body, version)
 
     async def produce(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body
@@ -68,13 +85,13 @@ class DataApis:
                 raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
             return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not auth.enabled:
-            return await self.rm.append_records(b, req.api_version)
+            return await self._append(b, req.api_version)
         allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
         refused = [t for t in b.topic_data if t.name not in allowed]
         if not refused:
-            return await self.rm.append_records(b, req.api_version)
+            return await self._append(b, req.api_version)
         b.topic_data = [t for t in b.topic_data if t.name in allowed]
-        resp = await self.rm.append_records(b, req.api_version)
+        resp = await self._append(b, req.api_version)
         if b.acks == 0:
             # Kafka answers an acks=0 produce with an error by closing the connection (after
             # appending what it could), so that the producer refreshes its metadata.
@@ -88,6 +105,13 @@ class DataApis:
     async def fetch(self, conn: Connection, req: Request) -> Any:
         """Kafka's handleFetchRequest: the fetch session decides which partitions this request reads
         (for an incremental fetch, every partition of the session) and which the response carries."""
+        if req.api_version < 10:
+            body: Any = req.body
+            resp = await self._fetch(conn, req)
+            return self.old.fetch_response(resp, body, req.api_version, body.replica_id >= 0)
+        return await self._fetch(conn, req)
+
+    async def _fetch(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body
         v = req.api_version
         follower = (b.replica_id if v < 15 else b.replica_state.replica_id) >= 0
@@ -136,15 +160,19 @@ class DataApis:
     async def list_offsets(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body
         refused = self._refused_topics(conn, req, DESCRIBE, b.topics, lambda t: t.name)
+        answer = self.old.list_offsets_v0 if req.api_version == 0 else self._list_offsets
         if not refused:
-            return self.rm.list_offsets(b, req.api_version)
+            return answer(b, req.api_version)
         b.topics = [t for t in b.topics if all(t is not r for r in refused)]
-        resp = self.rm.list_offsets(b, req.api_version)
+        resp = answer(b, req.api_version)
         resp.topics.extend(_LIST_OFFSETS.ListOffsetsTopicResponse(name=t.name, partitions=[
             _LIST_OFFSETS.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=_DENIED,
                                                        timestamp=-1, offset=-1, leader_epoch=-1)
             for p in t.partitions]) for t in refused)
         return resp
+
+    def _list_offsets(self, body: Any, version: int) -> Any:
+        return self.rm.list_offsets(body, version)
 
     async def offsets_for_leader_epoch(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body

@@ -20,6 +20,10 @@ bodies become calls with plain values, results become response bodies of the req
   (named) or left out (all of a group's offsets).
 * DescribeGroups: DESCRIBE on each group, with the authorized operations when asked. ListGroups: all
   groups with DESCRIBE on the cluster, else those the caller may DESCRIBE. DeleteGroups: DELETE.
+
+OffsetCommit v0 and OffsetFetch v0 keep offsets in ZooKeeper, as Kafka 3.9 does in ZooKeeper mode
+(broker/zk_consumer_offsets.py, with its own checks); OffsetCommit v1's commit timestamp, when set, is
+the offset's commit timestamp.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from broker.group_metadata import (
     TopicPartition,
 )
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
+from broker.zk_consumer_offsets import ZkConsumerOffsets
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_type
@@ -121,8 +126,9 @@ class GroupHandlers:
     def __init__(self, coordinator: GroupCoordinator, replica_manager: ReplicaManager, metadata: MetadataCache,
                  config: Callable[[], BrokerConfig], create_topic: CreateTopic,
                  txn_coordinator: Callable[[], TransactionCoordinator | None],
-                 auth: RequestAuthorizer = ALLOW_ALL) -> None:
+                 auth: RequestAuthorizer = ALLOW_ALL, zk_offsets: ZkConsumerOffsets | None = None) -> None:
         self.auth = auth
+        self.zk_offsets = zk_offsets  # OffsetCommit/OffsetFetch v0 (see zk_offsets_of)
         self.coordinator = coordinator
         self.rm = replica_manager
         self.metadata = metadata
@@ -360,9 +366,11 @@ class GroupApis:
                 tp = (t.name, p.partition_index)
                 if tp in errors:
                     continue
+                # v1 carries the commit timestamp (-1: now), as Kafka's createOffsetAndMetadata reads it.
+                committed_at = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
                 offsets[tp] = OffsetAndMetadata(
                     p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
-                    "" if p.committed_metadata is None else p.committed_metadata, now, expire)
+                    "" if p.committed_metadata is None else p.committed_metadata, committed_at, expire)
         if offsets:
             instance_id = r.group_instance_id if version >= 7 else None
             errors.update(await self.coordinator.commit_offsets(r.group_id, r.member_id, instance_id,
@@ -506,8 +514,38 @@ async def start_group_coordinator(config: Callable[[], BrokerConfig], broker_id:
     return coordinator
 
 
+def zk_offsets_of(h: GroupHandlers) -> ZkConsumerOffsets | None:
+    """The ZooKeeper offset store of OffsetCommit/OffsetFetch v0: the one given, else one on the
+    ZooKeeper client of the admin handlers whose ``create_topic`` the group handlers were given."""
+    if h.zk_offsets is not None:
+        return h.zk_offsets
+    admin = getattr(h.create_topic, "__self__", None)
+    zk, zk_call = getattr(admin, "zk", None), getattr(admin, "zk_call", None)
+    if zk is None or zk_call is None:
+        return None
+    h.zk_offsets = ZkConsumerOffsets(zk, zk_call, h.metadata, lambda: h.config().get("offset.metadata.max.bytes"),
+                                     h.auth)
+    return h.zk_offsets
+
+
+def _version_zero_to(zk_handler: Any, handler: Any) -> Any:
+    async def dispatch(conn: Connection, req: Request) -> Any:
+        if req.api_version == 0:
+            return await zk_handler(conn, req)
+        return await handler(conn, req)
+    return dispatch
+
+
 def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
     """FindCoordinator and the group APIs (authorized by AuthorizedGroupApis, translated by GroupApis)."""
+    _register_group_apis(apis, h)
+    zk_offsets = zk_offsets_of(h)
+    if zk_offsets is not None:
+        apis.register(ApiKey.OFFSET_COMMIT, _version_zero_to(zk_offsets.offset_commit, apis.handlers[ApiKey.OFFSET_COMMIT]))
+        apis.register(ApiKey.OFFSET_FETCH, _version_zero_to(zk_offsets.offset_fetch, apis.handlers[ApiKey.OFFSET_FETCH]))
+
+
+def _register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
     from broker.group_authorization import AuthorizedGroupApis
 
     wire = GroupApis(h.coordinator)

@@ -1,14 +1,19 @@
 """The one table of API versions this broker implements; ApiVersions is built from it.
 
-The ranges are Apache Kafka 3.9's maxima with Kafka 4.0's floors (so kafka-python, which infers the
-broker version from this table, sees "3.9"; Spark 4 ships the 3.9 Java client). Produce and JoinGroup
-are advertised from version 0, as Kafka 4.1 does for librdkafka, whose version negotiation breaks on a
-Produce floor above 0 (KAFKA-18659). Produce v0-2 carry message formats v0/v1, which Kafka 4 no longer
-writes; like Kafka 4.1 we decode such requests and answer every partition with UNSUPPORTED_VERSION.
+The ranges are exactly what Apache Kafka 3.9.1 advertises in ZooKeeper mode, old versions included:
+Produce v0-2 with message formats v0/v1 (converted to v2 batches on the way in), Fetch v0-3 (stored
+batches down-converted on the way out), ListOffsets v0, OffsetCommit v0 and OffsetFetch v0 (offsets
+kept in ZooKeeper), and the other APIs' version 0s. Kafka 4 dropped many of these versions from its
+message schemas (KIP-896), so their Kafka 3.9 schemas are in ``protocol/schemas``.
+tests/ops/test_api_versions_vs_kafka.py compares this table with a live Kafka 3.9.1, API by API.
 
-Inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition) are
-spoken only between kafkette brokers, so each is implemented, and advertised, at one version: 3.9's
-newest.
+Where it differs from Kafka 3.9.1 (the test's allow-list, each with its reason):
+
+* Inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, AlterPartition)
+  are spoken only between kafkette brokers, so each is implemented, and advertised, at one version:
+  3.9's newest.
+* APIs not implemented (yet) are not advertised; DescribeTopicPartitions, which a 3.9 ZooKeeper
+  broker does not offer, is.
 """
 
 from __future__ import annotations
@@ -75,15 +80,15 @@ class ApiKey(IntEnum):
 # api key -> (min version, max version, schema base name)
 SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.PRODUCE: (0, 11, "Produce"),
-    ApiKey.FETCH: (4, 17, "Fetch"),
-    ApiKey.LIST_OFFSETS: (1, 9, "ListOffsets"),
+    ApiKey.FETCH: (0, 17, "Fetch"),
+    ApiKey.LIST_OFFSETS: (0, 9, "ListOffsets"),
     ApiKey.METADATA: (0, 12, "Metadata"),
     ApiKey.LEADER_AND_ISR: (7, 7, "LeaderAndIsr"),
     ApiKey.STOP_REPLICA: (4, 4, "StopReplica"),
     ApiKey.UPDATE_METADATA: (8, 8, "UpdateMetadata"),
     ApiKey.CONTROLLED_SHUTDOWN: (3, 3, "ControlledShutdown"),
-    ApiKey.OFFSET_COMMIT: (2, 9, "OffsetCommit"),
-    ApiKey.OFFSET_FETCH: (1, 9, "OffsetFetch"),
+    ApiKey.OFFSET_COMMIT: (0, 9, "OffsetCommit"),
+    ApiKey.OFFSET_FETCH: (0, 9, "OffsetFetch"),
     ApiKey.FIND_COORDINATOR: (0, 6, "FindCoordinator"),
     ApiKey.JOIN_GROUP: (0, 9, "JoinGroup"),
     ApiKey.HEARTBEAT: (0, 4, "Heartbeat"),
@@ -93,22 +98,22 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.LIST_GROUPS: (0, 5, "ListGroups"),
     ApiKey.SASL_HANDSHAKE: (0, 1, "SaslHandshake"),
     ApiKey.API_VERSIONS: (0, 4, "ApiVersions"),
-    ApiKey.CREATE_TOPICS: (2, 7, "CreateTopics"),
-    ApiKey.DELETE_TOPICS: (1, 6, "DeleteTopics"),
+    ApiKey.CREATE_TOPICS: (0, 7, "CreateTopics"),
+    ApiKey.DELETE_TOPICS: (0, 6, "DeleteTopics"),
     ApiKey.DELETE_RECORDS: (0, 2, "DeleteRecords"),
     ApiKey.INIT_PRODUCER_ID: (0, 5, "InitProducerId"),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4, "OffsetForLeaderEpoch"),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4, "OffsetForLeaderEpoch"),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5, "AddPartitionsToTxn"),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4, "AddOffsetsToTxn"),
     ApiKey.END_TXN: (0, 4, "EndTxn"),
-    ApiKey.WRITE_TXN_MARKERS: (1, 1, "WriteTxnMarkers"),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1, "WriteTxnMarkers"),
     ApiKey.TXN_OFFSET_COMMIT: (0, 4, "TxnOffsetCommit"),
-    ApiKey.DESCRIBE_ACLS: (1, 3, "DescribeAcls"),
-    ApiKey.CREATE_ACLS: (1, 3, "CreateAcls"),
-    ApiKey.DELETE_ACLS: (1, 3, "DeleteAcls"),
-    ApiKey.DESCRIBE_CONFIGS: (1, 4, "DescribeConfigs"),
+    ApiKey.DESCRIBE_ACLS: (0, 3, "DescribeAcls"),
+    ApiKey.CREATE_ACLS: (0, 3, "CreateAcls"),
+    ApiKey.DELETE_ACLS: (0, 3, "DeleteAcls"),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4, "DescribeConfigs"),
     ApiKey.ALTER_CONFIGS: (0, 2, "AlterConfigs"),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4, "DescribeLogDirs"),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4, "DescribeLogDirs"),
     ApiKey.SASL_AUTHENTICATE: (0, 2, "SaslAuthenticate"),
     ApiKey.CREATE_PARTITIONS: (0, 3, "CreatePartitions"),
     ApiKey.DELETE_GROUPS: (0, 2, "DeleteGroups"),
@@ -129,8 +134,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0, "DescribeTopicPartitions"),
 }
 
-# Versions we advertise but refuse, as Kafka 4.1 does (see the module doc).
-REFUSED: dict[ApiKey, tuple[int, int]] = {ApiKey.PRODUCE: (0, 2)}
+# Versions advertised but answered with UNSUPPORTED_VERSION by broker/kafka_apis.py: none since Produce
+# v0-2 are implemented (Kafka 4.1 refuses them; Kafka 3.9 converts their message formats).
+REFUSED: dict[ApiKey, tuple[int, int]] = {}
 
 
 def version_range(api_key: int) -> tuple[int, int] | None:

@@ -307,7 +307,7 @@ def test_unknown_api_key_and_version() -> None:
     with pytest.raises(UnsupportedVersionError) as info:
         decode_request(body)
     assert (info.value.api_key, info.value.correlation_id, info.value.error_code) == (9999, 11, 35)
-    for key, version in ((-1, 0), (ApiKey.FETCH, 3), (ApiKey.FETCH, 18), (ApiKey.METADATA, -1), (34, 0)):
+    for key, version in ((-1, 0), (ApiKey.PRODUCE, 12), (ApiKey.FETCH, 18), (ApiKey.METADATA, -1), (74, 0)):
         with pytest.raises(UnsupportedVersionError):
             decode_request(struct.pack(">hhi", key, version, 1) + b"\x00\x00")
     with pytest.raises(KeyError):  # the client side asks for an api we never speak: a usage error
