@@ -121,8 +121,10 @@ def refuse_busy_ports(ports: Iterable[tuple[int, str]], cluster_dir: Path) -> No
     leftovers = leftover_processes(cluster_dir)
     if leftovers:
         pids = " ".join(map(str, leftovers))
-        hint = (f"Processes of an earlier run of this directory are still running (pids {pids}); "
-                f"stop them with: kill {pids}")
+        # SIGKILL: brokers whose ZooKeeper is gone (it stops at once on SIGTERM) wait on it in their
+        # shutdown; their logs are recovered at the next start.
+        hint = (f"Processes of an earlier run of this directory are still running (pids {pids}), left when that "
+                f"run was killed; stop them with: kill -9 {pids}")
     raise RefusedToStart(f"port{'s' if len(busy) > 1 else ''} in use: {listed}.\n{hint}")
 
 
