@@ -1,5 +1,9 @@
 """Cluster operations that only the active controller can carry out: ElectLeaders (43),
-AlterPartitionReassignments (45) and ListPartitionReassignments (46).
+AlterPartitionReassignments (45) and ListPartitionReassignments (46); and Envelope (58).
+
+Envelope is how brokers forward requests to a KRaft controller during a ZooKeeper migration. Kafka
+3.9 in ZooKeeper mode advertises it and, forwarding not being enabled outside a migration, closes the
+connection of whoever sends one; so does this broker.
 
 Clients normally send these to the controller (Metadata names it). The broker that is the active
 controller answers from its KafkaController; any other broker forwards the request, at the client's
@@ -21,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.authorizer.api import AclOperation
+from broker.connection import CloseConnection
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from controller.network_client import ConnectionPool, ConnectionSettings, KafkaConnectionError
 from protocol.api_versions import ApiKey
@@ -128,7 +133,13 @@ class ClusterHandlers:
         return await ctrl.handle_list_partition_reassignments(req.body)
 
 
+    async def envelope(self, conn: Connection, req: Request) -> Any:
+        log.info("Closing connection %s because it sent an `Envelope` request even though forwarding has not "
+                 "been enabled", conn.peer)
+        raise CloseConnection()
+
     def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.ENVELOPE, self.envelope)
         apis.register(ApiKey.ELECT_LEADERS, self.elect_leaders)
         apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, self.alter_partition_reassignments)
         apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, self.list_partition_reassignments)

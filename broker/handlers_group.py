@@ -21,6 +21,9 @@ bodies become calls with plain values, results become response bodies of the req
 * DescribeGroups: DESCRIBE on each group, with the authorized operations when asked. ListGroups: all
   groups with DESCRIBE on the cluster, else those the caller may DESCRIBE. DeleteGroups: DELETE.
 
+ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) are answered UNSUPPORTED_VERSION, as a
+ZooKeeper-mode Kafka 3.9 answers them (the new group coordinator they need does not run there).
+
 OffsetCommit v0 and OffsetFetch v0 keep offsets in ZooKeeper, as Kafka 3.9 does in ZooKeeper mode
 (broker/zk_consumer_offsets.py, with its own checks); OffsetCommit v1's commit timestamp, when set, is
 the offset's commit timestamp.
@@ -528,6 +531,16 @@ def zk_offsets_of(h: GroupHandlers) -> ZkConsumerOffsets | None:
     return h.zk_offsets
 
 
+async def consumer_group_heartbeat(conn: Connection, req: Request) -> Any:
+    return response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT)(error_code=E.UNSUPPORTED_VERSION)
+
+
+async def consumer_group_describe(conn: Connection, req: Request) -> Any:
+    mt: Any = response_type(ApiKey.CONSUMER_GROUP_DESCRIBE)
+    r: Any = req.body
+    return mt(groups=[mt.DescribedGroup(group_id=g, error_code=E.UNSUPPORTED_VERSION) for g in r.group_ids])
+
+
 def _version_zero_to(zk_handler: Any, handler: Any) -> Any:
     async def dispatch(conn: Connection, req: Request) -> Any:
         if req.api_version == 0:
@@ -539,6 +552,8 @@ def _version_zero_to(zk_handler: Any, handler: Any) -> Any:
 def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
     """FindCoordinator and the group APIs (authorized by AuthorizedGroupApis, translated by GroupApis)."""
     _register_group_apis(apis, h)
+    apis.register(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_group_heartbeat)
+    apis.register(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_group_describe)
     zk_offsets = zk_offsets_of(h)
     if zk_offsets is not None:
         apis.register(ApiKey.OFFSET_COMMIT, _version_zero_to(zk_offsets.offset_commit, apis.handlers[ApiKey.OFFSET_COMMIT]))

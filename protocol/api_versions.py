@@ -70,10 +70,13 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
+    ENVELOPE = 58
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -127,10 +130,16 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, "DescribeUserScramCredentials"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, "AlterUserScramCredentials"),
     ApiKey.ALTER_PARTITION: (3, 3, "AlterPartition"),
+    # Served as a ZooKeeper-mode Kafka 3.9 serves it without migration: the connection is closed.
+    ApiKey.ENVELOPE: (0, 0, "Envelope"),
     ApiKey.DESCRIBE_CLUSTER: (0, 1, "DescribeCluster"),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0, "DescribeProducers"),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, "DescribeTransactions"),
     ApiKey.LIST_TRANSACTIONS: (0, 1, "ListTransactions"),
+    # KIP-848's APIs, advertised by a ZooKeeper-mode Kafka 3.9 and answered UNSUPPORTED_VERSION (its
+    # new group coordinator cannot run there).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 0, "ConsumerGroupHeartbeat"),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0, "ConsumerGroupDescribe"),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0, "DescribeTopicPartitions"),
 }
 
