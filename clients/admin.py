@@ -34,10 +34,14 @@ from clients.connection import (
 from protocol.api_versions import ApiKey
 from protocol.messages import request_type
 
-__all__ = ["CONFIG_SOURCES", "EARLIEST", "ELECTION_PREFERRED", "ELECTION_UNCLEAN", "LATEST", "RESOURCE_BROKER",
-           "RESOURCE_TOPIC", "BrokerInfo", "ClusterInfo", "PartitionInfo", "TopicInfo", "WireClient"]
+__all__ = ["CONFIG_SOURCES", "EARLIEST", "ELECTION_PREFERRED", "ELECTION_UNCLEAN", "ISOLATION_LEVELS", "LATEST",
+           "READ_COMMITTED", "READ_UNCOMMITTED", "RESOURCE_BROKER", "RESOURCE_TOPIC", "BrokerInfo", "ClusterInfo",
+           "PartitionInfo", "TopicInfo", "WireClient"]
 
 EARLIEST, LATEST = -2, -1
+# The isolation_level field of Fetch and ListOffsets requests, by the name of Kafka's isolation.level config.
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 ELECTION_PREFERRED, ELECTION_UNCLEAN = 0, 1
 CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -364,15 +368,19 @@ class WireClient:
 
     # -- offsets ----------------------------------------------------------------------------------
 
-    def list_offsets(self, partitions: Iterable[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
-        """Offset per partition for ``timestamp`` (EARLIEST, LATEST or ms since the epoch; -1 if none)."""
+    def list_offsets(self, partitions: Iterable[tuple[str, int]], timestamp: int, *,
+                     isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
+        """Offset per partition for ``timestamp`` (EARLIEST, LATEST or ms since the epoch; -1 if none).
+
+        LATEST is the high watermark, or with READ_COMMITTED the last stable offset (the first offset of
+        the oldest open transaction), where a read_committed consumer's reading ends."""
         by_leader: dict[int, dict[str, list[int]]] = {}
         for t, p in partitions:
             by_leader.setdefault(self.leader_of(t, p), {}).setdefault(t, []).append(p)
         mt = request_type(ApiKey.LIST_OFFSETS)
         out: dict[tuple[str, int], int] = {}
         for leader, topics in by_leader.items():
-            r = self.call(ApiKey.LIST_OFFSETS, node=leader, replica_id=-1, isolation_level=0, topics=[
+            r = self.call(ApiKey.LIST_OFFSETS, node=leader, replica_id=-1, isolation_level=isolation_level, topics=[
                 mt.ListOffsetsTopic(name=t, partitions=[
                     mt.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
                     for p in ps]) for t, ps in topics.items()])
@@ -524,8 +532,13 @@ class WireClient:
     # -- data -------------------------------------------------------------------------------------
 
     def fetch(self, positions: dict[tuple[str, int], int], *, max_wait_ms: int = 500, max_bytes: int = 8 << 20,
-              partition_max_bytes: int = 1 << 20) -> Iterator[tuple[tuple[str, int], int, Any]]:
-        """One fetch round: yields (partition, error code, partition data) per partition asked for."""
+              partition_max_bytes: int = 1 << 20,
+              isolation_level: int = READ_UNCOMMITTED) -> Iterator[tuple[tuple[str, int], int, Any]]:
+        """One fetch round: yields (partition, error code, partition data) per partition asked for.
+
+        With READ_COMMITTED the leader returns records up to the last stable offset only, and each
+        partition's data lists the aborted transactions among them (``aborted_transactions``), which the
+        reader must leave out (``clients.consumer_records.records_of``)."""
         by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
         for (t, p), off in positions.items():
             by_leader.setdefault(self.leader_of(t, p), {}).setdefault(t, []).append((p, off))
@@ -533,7 +546,8 @@ class WireClient:
         sent = []
         for leader, topics in by_leader.items():
             conn = self.connection(leader)
-            body = mt(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            body = mt(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                      isolation_level=isolation_level,
                       session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[
                           mt.FetchTopic(topic=t, partitions=[
                               mt.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=off,

@@ -8,6 +8,10 @@ written once. ``--producer-property enable.idempotence=false``, or acks other th
 ``--output json`` prints JSON Lines on stdout: the producer one object per acknowledged record
 (topic, partition, offset), the consumer one object per record (topic, partition, offset, timestamp,
 key, value, headers). Diagnostics stay on stderr.
+
+The consumer's ``--isolation-level`` is Kafka's ``isolation.level``: read_uncommitted (the default)
+prints every data record; read_committed reads up to the last stable offset only and leaves out the
+records of aborted transactions. Neither ever prints the transaction markers (control batches).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from clients.admin import EARLIEST, LATEST, WireClient
+from clients.admin import EARLIEST, ISOLATION_LEVELS, LATEST, READ_COMMITTED, WireClient
 from clients.client_config import load_properties
 from clients.cmd_common import (
     UsageError,
@@ -32,7 +36,7 @@ from clients.cmd_common import (
     unescape,
 )
 from clients.connection import KafkaWireError
-from clients.consumer_records import next_offset_after, records_of
+from clients.consumer_records import aborted_of, next_offset_after, records_of
 from clients.group_member import GroupMember
 from clients.producer import COMPRESSION, Producer, parse_acks
 
@@ -80,10 +84,11 @@ def register(sub: Any) -> None:
                         "null.literal")
     c.add_argument("--consumer-property", nargs="+", action="extend", metavar="NAME=VALUE",
                    help="consumer properties (client.id, auto.offset.reset, ...)")
-    c.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
+    c.add_argument("--isolation-level", choices=tuple(ISOLATION_LEVELS), default=None,
                    help="read_uncommitted (the default) reads every record, those of open and aborted "
-                        "transactions too; read_committed is refused for now: this consumer cannot yet leave out "
-                        "aborted transactions")
+                        "transactions too; read_committed reads up to the last stable offset and leaves out the "
+                        "records of aborted transactions (isolation.level in --consumer-property or "
+                        "--consumer.config is used when this is not given)")
     c.set_defaults(func=run_consumer)
 
 
@@ -263,12 +268,18 @@ class JsonFormatter:
 
 
 def _start_offsets(client: WireClient, tps: list[tuple[str, int]], committed: dict[tuple[str, int], int],
-                   reset: str) -> dict[tuple[str, int], int]:
+                   reset: str, isolation: int) -> dict[tuple[str, int], int]:
     out = dict((tp, committed[tp]) for tp in tps if tp in committed)
     missing = [tp for tp in tps if tp not in out]
     if missing:
-        out.update(client.list_offsets(missing, EARLIEST if reset == "earliest" else LATEST))
+        out.update(_reset_offsets(client, missing, reset, isolation))
     return out
+
+
+def _reset_offsets(client: WireClient, tps: list[tuple[str, int]], reset: str, isolation: int
+                   ) -> dict[tuple[str, int], int]:
+    """auto.offset.reset's position: latest is the last stable offset for read_committed, as in Kafka."""
+    return client.list_offsets(tps, EARLIEST if reset == "earliest" else LATEST, isolation_level=isolation)
 
 
 def run_consumer(args: argparse.Namespace) -> int:
@@ -293,9 +304,10 @@ def run_consumer(args: argparse.Namespace) -> int:
                 raise UsageError(f"invalid --offset {args.offset!r}: must not be negative")
     if args.max_messages is not None and args.max_messages < 0:
         raise UsageError("--max-messages must not be negative")
-    if args.isolation_level == "read_committed":  # better refused than answered with aborted records
-        raise UsageError("--isolation-level read_committed is not supported yet: the consumer would print the "
-                         "records of aborted transactions")
+    isolation_name = args.isolation_level or cprops.get("isolation.level", "read_uncommitted").strip().lower()
+    if isolation_name not in ISOLATION_LEVELS:
+        raise UsageError(f"invalid isolation.level {isolation_name!r}: read_uncommitted or read_committed")
+    isolation = ISOLATION_LEVELS[isolation_name]
     reset = "earliest" if args.from_beginning else cprops.get("auto.offset.reset", "latest")
     fmt: Formatter | JsonFormatter = JsonFormatter(args.topic) if args.output == "json" else Formatter(props)
     out = sys.stdout
@@ -315,20 +327,21 @@ def run_consumer(args: argparse.Namespace) -> int:
                                  session_timeout_ms=int(cprops.get("session.timeout.ms", "10000")))
             assignment = member.join()
             tps = [(t, p) for t, ps in assignment.items() for p in ps]
-            positions = _start_offsets(client, tps, client.committed_offsets(args.group, tps) if tps else {}, reset)
+            positions = _start_offsets(client, tps, client.committed_offsets(args.group, tps) if tps else {}, reset,
+                                       isolation)
         elif args.partition is not None:
             if args.partition not in info.partitions:
                 raise KafkaWireError(3, f"Partition {args.topic}-{args.partition} does not exist.")
             tp = (args.topic, args.partition)
             if explicit is None:
-                positions = _start_offsets(client, [tp], {}, reset)
+                positions = _start_offsets(client, [tp], {}, reset, isolation)
             elif explicit < 0:
-                positions = client.list_offsets([tp], explicit)
+                positions = client.list_offsets([tp], explicit, isolation_level=isolation)
             else:
                 positions = {tp: explicit}
         else:
             tps = [(args.topic, p) for p in sorted(info.partitions)]
-            positions = _start_offsets(client, tps, {}, reset)
+            positions = _start_offsets(client, tps, {}, reset, isolation)
         committed_at: dict[tuple[str, int], int] = {}
         last_commit = time.monotonic()
         last_record = time.monotonic()
@@ -343,23 +356,24 @@ def run_consumer(args: argparse.Namespace) -> int:
                     assignment = member.join()
                     tps = [(t, p) for t, ps in assignment.items() for p in ps]
                     positions = _start_offsets(client, tps, client.committed_offsets(args.group, tps) if tps else {},
-                                               reset)
+                                               reset, isolation)
                 if not positions:
                     time.sleep(0.2)
                     continue
                 wait = 500
                 if args.timeout_ms is not None:
                     wait = max(10, min(wait, args.timeout_ms - int((time.monotonic() - last_record) * 1000)))
-                for tp, code, pd in client.fetch(positions, max_wait_ms=wait):
+                for tp, code, pd in client.fetch(positions, max_wait_ms=wait, isolation_level=isolation):
                     if code == 1:  # OFFSET_OUT_OF_RANGE: reset per auto.offset.reset
-                        positions[tp] = client.list_offsets([tp], EARLIEST if reset == "earliest" else LATEST)[tp]
+                        positions[tp] = _reset_offsets(client, [tp], reset, isolation)[tp]
                         continue
                     if code in (3, 5, 6):
                         continue
                     if code:
                         raise KafkaWireError(code, None, f"fetch {tp[0]}-{tp[1]}")
                     start = positions[tp]
-                    for batch, rec in records_of(pd.records, start):
+                    aborted = aborted_of(pd) if isolation == READ_COMMITTED else None
+                    for batch, rec in records_of(pd.records, start, aborted):
                         if args.max_messages is not None and count >= args.max_messages:
                             break
                         out.write(fmt.format(tp[1], batch, rec))
