@@ -232,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         cluster = start_or_connect(args, stack)
         client_config = client_security.kafka_python_config(client_security.load(cluster.command_config))
-        cid = cluster_info.cluster_id(cluster.bootstrap, client_config)
+        try:
+            cid = cluster_info.cluster_id(cluster.bootstrap, client_config)
+        except Exception as e:  # kafka-python's NoBrokersAvailable, KafkaTimeoutError, authentication errors
+            print(f"cannot reach the cluster at {cluster.bootstrap}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
         st = state.open_state(root, bootstrap=cluster.bootstrap, cluster_id=cid, input_topics=[args.input_topic],
                               output_topic=args.output_topic, local_cluster=cluster.local)
         try:
