@@ -208,7 +208,7 @@ class AdminHandlers:
                 entry = _META.MetadataResponseTopic(error_code=code, name=name, is_internal=name in INTERNAL_TOPICS,
                                                     topic_authorized_operations=_OPS_UNKNOWN)
             else:
-                entry = self._topic_metadata(info, conn.listener)
+                entry = self._topic_metadata(info, conn.listener, v)
             if topic_ops:
                 entry.topic_authorized_operations = auth.authorized_operations(conn, req, TOPIC, name)
             topics.append(entry)
@@ -226,21 +226,30 @@ class AdminHandlers:
                 out.append(_META.MetadataResponseBroker(node_id=bid, host=ep[0], port=ep[1], rack=b.rack))
         return out
 
-    def _topic_metadata(self, info: Any, listener: str) -> Any:
+    def _topic_metadata(self, info: Any, listener: str, version: int = 12) -> Any:
         parts = []
+        md = self.metadata
         for pid in sorted(info.partitions):
             p = info.partitions[pid]
             code, leader = ErrorCode.NONE, p.leader
-            if p.leader < 0 or self.metadata.endpoint(p.leader, listener) is None:
+            replicas, isr = p.replicas, p.isr
+            if version == 0:
+                # v0 (Kafka's errorUnavailableEndpoints): only brokers reachable on this listener are
+                # listed, and a partition missing some says REPLICA_NOT_AVAILABLE.
+                replicas = [b for b in p.replicas if md.endpoint(b, listener) is not None]
+                isr = [b for b in p.isr if md.endpoint(b, listener) is not None]
+            if p.leader < 0 or md.endpoint(p.leader, listener) is None:
                 # As Kafka's MetadataCache: no leader id that the broker list cannot resolve. A leader
                 # that is not alive is LEADER_NOT_AVAILABLE; one alive without this listener,
-                # LISTENER_NOT_FOUND.
-                alive = p.leader >= 0 and self.metadata.alive(p.leader)
-                code = ErrorCode.LISTENER_NOT_FOUND if alive else ErrorCode.LEADER_NOT_AVAILABLE
+                # LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE again before v6).
+                alive = p.leader >= 0 and md.alive(p.leader)
+                code = ErrorCode.LISTENER_NOT_FOUND if alive and version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
                 leader = -1
+            elif len(replicas) < len(p.replicas) or len(isr) < len(p.isr):
+                code = ErrorCode.REPLICA_NOT_AVAILABLE
             parts.append(_META.MetadataResponsePartition(
                 error_code=code, partition_index=pid, leader_id=leader, leader_epoch=p.leader_epoch,
-                replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline_replicas))
+                replica_nodes=replicas, isr_nodes=isr, offline_replicas=p.offline_replicas))
         return _META.MetadataResponseTopic(error_code=0, name=info.name, topic_id=info.topic_id,
                                            is_internal=info.name in INTERNAL_TOPICS, partitions=parts,
                                            topic_authorized_operations=_OPS_UNKNOWN)
@@ -435,7 +444,8 @@ class AdminHandlers:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
             if not enabled:
-                r.error_code = ErrorCode.TOPIC_DELETION_DISABLED
+                # Versions before 3 have no TOPIC_DELETION_DISABLED: Kafka answers them INVALID_REQUEST.
+                r.error_code = ErrorCode.TOPIC_DELETION_DISABLED if v >= 3 else ErrorCode.INVALID_REQUEST
                 continue
             if describable is not None and by_id and name not in describable:
                 r.name, r.error_code = None, _TOPIC_DENIED  # the id is no secret, the name is
