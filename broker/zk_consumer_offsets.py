@@ -87,23 +87,32 @@ class ZkConsumerOffsets:
         allowed = self._topics_allowed(conn, req, AclOperation.READ, [t.name for t in r.topics]) \
             if group_allowed else set()
         limit = self.max_metadata_bytes()
-        topics = []
+        # Kafka's OffsetCommitResponse.Builder: the refusals found while checking the request come
+        # first, then the partitions committed, each topic's partitions in the order they were added.
+        answers: dict[str, list[Any]] = {}
+
+        def answer(topic: str, partition: int, code: ErrorCode) -> None:
+            answers.setdefault(topic, []).append(
+                _COMMIT.OffsetCommitResponsePartition(partition_index=partition, error_code=code))
+
+        to_commit = []
         for t in r.topics:
-            parts = []
             for p in t.partitions:
                 if not group_allowed:
-                    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                    answer(t.name, p.partition_index, ErrorCode.GROUP_AUTHORIZATION_FAILED)
                 elif t.name not in allowed:
-                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    answer(t.name, p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 elif self.metadata.partition(t.name, p.partition_index) is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif p.committed_metadata is not None and len(p.committed_metadata) > limit:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    answer(t.name, p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
-                    code = await self._commit(r.group_id, t.name, p.partition_index, p.committed_offset)
-                parts.append(_COMMIT.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
-            topics.append(_COMMIT.OffsetCommitResponseTopic(name=t.name, partitions=parts))
-        return _COMMIT(topics=topics)
+                    to_commit.append((t.name, p))
+        for topic, p in to_commit:
+            if p.committed_metadata is not None and len(p.committed_metadata) > limit:
+                code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                code = await self._commit(r.group_id, topic, p.partition_index, p.committed_offset)
+            answer(topic, p.partition_index, code)
+        return _COMMIT(topics=[_COMMIT.OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in answers.items()])
 
     async def _commit(self, group: str, topic: str, partition: int, offset: int) -> ErrorCode:
         try:
