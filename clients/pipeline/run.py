@@ -56,6 +56,14 @@ HOUR_MS = 3600_000
 WATERMARK = "10 minutes"  # streaming_job.py's default --watermark, named in the summary
 
 
+def shown(path: Path) -> str:
+    """A path as the user would type it: relative to the current directory when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
@@ -158,7 +166,7 @@ def unprocessed(st: state.PipelineState, begin: dict[tuple[str, int], int], end:
     try:
         return max(state.unprocessed_records(begin, end, state.processed_offsets(q)) for q in st.query_checkpoints())
     except (OSError, ValueError, KeyError) as e:
-        print(f"cannot read the checkpoints in {st.checkpoints} ({e}); Spark decides what is new")
+        print(f"cannot read the checkpoints in {shown(st.checkpoints)} ({e}); Spark decides what is new")
         return None
 
 
@@ -167,7 +175,7 @@ def no_new_input(args: argparse.Namespace, st: state.PipelineState) -> int:
         print(f"no new input: {args.input_topic} is empty, so the job would process nothing and write nothing")
     else:
         print(f"no new input: the job has processed every record in {args.input_topic} already (checkpoints in "
-              f"{st.checkpoints}), so it would process nothing and write nothing")
+              f"{shown(st.checkpoints)}), so it would process nothing and write nothing")
     if args.allow_empty:
         print("(--allow-empty: that is fine)")
         return 0
@@ -205,7 +213,7 @@ def summarize(args: argparse.Namespace, cluster: Cluster, st: state.PipelineStat
     new_files = [f for f in committed if f not in parquet_before]
     rows_new = [r for f in new_files for r in results.read_parquet_file(f)]
     rows_all = rows_new if len(new_files) == len(committed) else results.read_parquet(st.parquet)
-    line = f"{st.parquet}: {len(rows_new)} rows, {sum(r['views'] for r in rows_new)} views written by this run"
+    line = f"{shown(st.parquet)}: {len(rows_new)} rows, {sum(r['views'] for r in rows_new)} views written by this run"
     if len(rows_all) != len(rows_new):
         line += f" ({len(rows_all)} rows, {sum(r['views'] for r in rows_all)} views in all)"
     print(line)
@@ -217,12 +225,12 @@ def summarize(args: argparse.Namespace, cluster: Cluster, st: state.PipelineStat
           + f", so the windows of the last {WATERMARK} of event time are not written yet"
           + (f" ({waiting} views)." if waiting > 0 else "."))
     if cluster.local:
-        print(f"This run's cluster stops now and its checkpoints ({st.checkpoints}) are deleted with it, so those "
+        print(f"This run's cluster stops now and its checkpoints ({shown(st.checkpoints)}) are deleted with it, so those "
               "windows are never written. Against a cluster that outlives the run (BOOTSTRAP_SERVERS=host:port "
               "make pipeline) they stay in the job's state, and the next run writes them once its newer events "
               "move the watermark past them.")
     else:
-        print(f"They stay in the job's state ({st.checkpoints}): the next run against this cluster and these topics "
+        print(f"They stay in the job's state ({shown(st.checkpoints)}): the next run against this cluster and these topics "
               "writes them once its newer events move the watermark past them.")
 
 
@@ -248,10 +256,10 @@ def main(argv: list[str] | None = None) -> int:
             # Its offsets mean nothing once the cluster is gone: keep the Parquet output and the log only.
             stack.callback(st.drop_checkpoints)
             for gone in state.prune_stopped_local_clusters(root, keep=st.path):
-                print(f"removed {gone}: the state of an earlier run's local cluster, stopped since")
-        print(f"cluster id {cid}; state in {st.path} ({'new' if st.new else 'resumed from earlier runs'})")
+                print(f"removed {shown(gone)}: the state of an earlier run's local cluster, stopped since")
+        print(f"cluster id {cid}; state in {shown(st.path)} ({'new' if st.new else 'resumed from earlier runs'})")
         for other in state.others_for_cluster(root, st):
-            print(f"note: {other} holds state for the same cluster id and topics, reached through "
+            print(f"note: {shown(other)} holds state for the same cluster id and topics, reached through "
                   f"{','.join((state.read_manifest(other) or {}).get('bootstrap_servers', []))}; this run does not "
                   "use it (state is keyed by the bootstrap servers too)")
 
@@ -271,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 pending = unprocessed(st, begin, end)
             except state.CheckpointAhead as e:
-                print(f"cannot resume {st.checkpoints}: {e}", file=sys.stderr)
+                print(f"cannot resume {shown(st.checkpoints)}: {e}", file=sys.stderr)
                 return 1
             if pending == 0:
                 return no_new_input(args, st)
@@ -288,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                     "--checkpoint-dir", str(st.checkpoints), "--trigger", args.trigger, "--report", str(st.report)]
         if cluster.command_config:
             job_args += ["--command-config", str(Path(cluster.command_config).resolve())]
-        stage(f"spark-submit {STREAMING_JOB.name} (log: {st.log})")
+        stage(f"spark-submit {STREAMING_JOB.name} (log: {shown(st.log)})")
         t0 = time.monotonic()
         try:
             submit.run(STREAMING_JOB, job_args, st.log, timeout=float("inf") if args.trigger != "available-now" else 1800)

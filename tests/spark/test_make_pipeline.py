@@ -60,7 +60,8 @@ def make_pipeline(bootstrap: str, work: Path, args: str) -> Run:
                           capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     m = re.search(r"^cluster id \S+; state in (\S+) \(", out, re.M)
-    return Run(proc.returncode, out, Path(m.group(1)) if m else None)
+    # (printed relative to the repository when it is inside it)
+    return Run(proc.returncode, out, REPO / m.group(1) if m else None)
 
 
 def input_events(bootstrap: str) -> list[PageView]:
