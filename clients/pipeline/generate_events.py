@@ -10,8 +10,10 @@ Arrivals follow a Poisson process over the requested span of event time; users a
 skewed (Zipf-like) weights; about one event in ten arrives late, up to ``max_delay_s`` after its event
 time, so the topic holds events out of event-time order. Events are produced in arrival order, keyed by
 user, with the arrival time as the Kafka record timestamp (CreateTime); ``event_time`` is in the value.
+Nothing is generated after the current time: a span of event time that would end in the future is
+refused, and a late event that would arrive in the future arrives now.
 
-``generate()`` returns the events (pure; no I/O), ``produce()`` sends them with kafka-python and fills
+``generate()`` returns the events (no I/O; it reads the clock unless given ``now_ms``), ``produce()`` sends them with kafka-python and fills
 in ``partition``/``offset``/``timestamp_ms`` from the broker's acknowledgements, so tests can compute the
 expected windowed counts and offset/timestamp ranges on their own.
 
