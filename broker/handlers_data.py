@@ -67,17 +67,18 @@ class DataApis:
         self.conversions = conversions if conversions is not None else conversion_metrics_for(replica_manager)
         self.old = OldVersionData(replica_manager, self.conversions)
 
-    async def _append(self, body: Any, version: int) -> Any:
-        if version <= 2:
-            resp, failed = await self.old.produce(body, self.rm.append_records)
-            if failed and body.acks == 0:
-                raise CloseConnection()  # acks=0 has no response: Kafka closes the connection on an error
-            return resp
-        return await self.rm.append_records(body, version)
+    async def _append_old(self, body: Any, version: int) -> Any:
+        """Produce v0-2 (message formats v0/v1 converted to v2 on the way)."""
+        resp, failed = await self.old.produce(body, self.rm.append_records)
+        if failed and body.acks == 0:
+            raise CloseConnection()  # acks=0 has no response: Kafka closes the connection on an error
+        return resp
 
     async def produce(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body
         auth = self.auth
+        # The current versions call the replica manager directly: no extra call on the fast path.
+        append = self.rm.append_records if req.api_version > 2 else self._append_old
         if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data) and (
                 b.transactional_id is None
                 or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id)):
@@ -85,13 +86,13 @@ class DataApis:
                 raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
             return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not auth.enabled:
-            return await self._append(b, req.api_version)
+            return await append(b, req.api_version)
         allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
         refused = [t for t in b.topic_data if t.name not in allowed]
         if not refused:
-            return await self._append(b, req.api_version)
+            return await append(b, req.api_version)
         b.topic_data = [t for t in b.topic_data if t.name in allowed]
-        resp = await self._append(b, req.api_version)
+        resp = await append(b, req.api_version)
         if b.acks == 0:
             # Kafka answers an acks=0 produce with an error by closing the connection (after
             # appending what it could), so that the producer refreshes its metadata.
@@ -102,17 +103,15 @@ class DataApis:
             for p in t.partition_data]) for t in refused)
         return resp
 
-    async def fetch(self, conn: Connection, req: Request) -> Any:
+    async def fetch(self, conn: Connection, req: Request, convert: bool = True) -> Any:
         """Kafka's handleFetchRequest: the fetch session decides which partitions this request reads
-        (for an incremental fetch, every partition of the session) and which the response carries."""
-        if req.api_version < 10:
-            body: Any = req.body
-            resp = await self._fetch(conn, req)
-            return self.old.fetch_response(resp, body, req.api_version, body.replica_id >= 0)
-        return await self._fetch(conn, req)
+        (for an incremental fetch, every partition of the session) and which the response carries.
 
-    async def _fetch(self, conn: Connection, req: Request) -> Any:
+        Below v10 the response then goes through the old versions' conversions (``convert``)."""
         b: Any = req.body
+        if req.api_version < 10 and convert:
+            resp = await self.fetch(conn, req, convert=False)
+            return self.old.fetch_response(resp, b, req.api_version, b.replica_id >= 0)
         v = req.api_version
         follower = (b.replica_id if v < 15 else b.replica_state.replica_id) >= 0
         rm = self.rm
@@ -160,7 +159,7 @@ class DataApis:
     async def list_offsets(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body
         refused = self._refused_topics(conn, req, DESCRIBE, b.topics, lambda t: t.name)
-        answer = self.old.list_offsets_v0 if req.api_version == 0 else self._list_offsets
+        answer = self.old.list_offsets_v0 if req.api_version == 0 else self.rm.list_offsets
         if not refused:
             return answer(b, req.api_version)
         b.topics = [t for t in b.topics if all(t is not r for r in refused)]
@@ -170,9 +169,6 @@ class DataApis:
                                                        timestamp=-1, offset=-1, leader_epoch=-1)
             for p in t.partitions]) for t in refused)
         return resp
-
-    def _list_offsets(self, body: Any, version: int) -> Any:
-        return self.rm.list_offsets(body, version)
 
     async def offsets_for_leader_epoch(self, conn: Connection, req: Request) -> Any:
         b: Any = req.body
