@@ -1,4 +1,4 @@
-"""Cluster and admin APIs: Metadata, topic CRUD, configs, cluster and log-dir descriptions.
+"""Cluster and admin APIs: Metadata, topic CRUD, configs, the cluster's description.
 
 Topic changes go through ZooKeeper exactly as Kafka's ZooKeeper-mode admin path does: the handler
 writes the assignment (``/brokers/topics/<t>``) and configs (``/config/topics/<t>``), the controller
@@ -17,15 +17,14 @@ Authorization, as Kafka 3.9's KafkaApis (ZooKeeper mode):
   (a topic named twice is answered once with INVALID_REQUEST, before any authorization).
 * DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: DESCRIBE_CONFIGS / ALTER_CONFIGS on the
   topic, or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED then).
-* DescribeLogDirs: DESCRIBE on the cluster. DescribeCluster needs nothing; it reports the caller's
-  cluster operations when asked (0 without DESCRIBE on the cluster).
+* DescribeCluster needs nothing; it reports the caller's cluster operations when asked (0 without
+  DESCRIBE on the cluster). (The log dir APIs are in broker/handlers_log_dirs.py.)
 * DescribeTopicPartitions: as Metadata, with every returned topic's authorized operations.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 import uuid
@@ -59,12 +58,10 @@ if TYPE_CHECKING:
     from broker.kafka_apis import KafkaApis
     from broker.metadata_cache import MetadataCache
     from broker.purgatory import Purgatory
-    from broker.replica_manager import ReplicaManager
     from broker.wiring import ZkCall
     from config.registry import BrokerConfig
     from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
-    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +90,6 @@ _DC = response_type(ApiKey.DESCRIBE_CONFIGS)
 _AC = response_type(ApiKey.ALTER_CONFIGS)
 _IAC = response_type(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 _CLUSTER = response_type(ApiKey.DESCRIBE_CLUSTER)
-_LOGDIRS = response_type(ApiKey.DESCRIBE_LOG_DIRS)
 _DTP = response_type(ApiKey.DESCRIBE_TOPIC_PARTITIONS)
 
 
@@ -127,11 +123,11 @@ class BrokerConfigSource(Protocol):
 
 
 class AdminHandlers:
-    """Metadata, topic and config administration, DescribeCluster and DescribeLogDirs."""
+    """Metadata, topic and config administration, DescribeCluster and DescribeTopicPartitions."""
 
     def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, broker_id: int, metadata: MetadataCache,
-                 config_source: BrokerConfigSource, metadata_waiters: Purgatory, log_manager: LogManager,
-                 replica_manager: ReplicaManager, auth: RequestAuthorizer = ALLOW_ALL) -> None:
+                 config_source: BrokerConfigSource, metadata_waiters: Purgatory,
+                 auth: RequestAuthorizer = ALLOW_ALL) -> None:
         self.auth = auth
         self.zk = zk
         self.zk_call = zk_call
@@ -139,8 +135,6 @@ class AdminHandlers:
         self.metadata = metadata
         self.configs = config_source
         self.metadata_waiters = metadata_waiters  # woken by UpdateMetadata
-        self.log_manager = log_manager
-        self.rm = replica_manager
 
     # ------------------------------------------------------------------------------------------------
     # Metadata
@@ -797,7 +791,7 @@ class AdminHandlers:
         return _IAC(responses=out)
 
     # ------------------------------------------------------------------------------------------------
-    # Cluster, log dirs, topic partitions
+    # Cluster, topic partitions
 
     async def describe_cluster(self, conn: Connection, req: Request) -> Any:
         brokers = []
@@ -810,43 +804,6 @@ class AdminHandlers:
         return _CLUSTER(error_code=0, endpoint_type=1, cluster_id=self.metadata.cluster_id or "",
                         controller_id=self.metadata.controller_id, brokers=brokers,
                         cluster_authorized_operations=ops)
-
-    async def describe_log_dirs(self, conn: Connection, req: Request) -> Any:
-        b = req.body
-        if not self.auth.authorize_cluster(conn, req, AclOperation.DESCRIBE):
-            return _LOGDIRS(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
-        lm = self.log_manager
-        assert lm is not None
-        wanted = None
-        if b.topics is not None:
-            wanted = {(t.topic, p) for t in b.topics for p in t.partitions}
-        results = []
-        for d in lm.log_dirs:
-            r = _LOGDIRS.DescribeLogDirsResult(error_code=0, log_dir=d, topics=[])
-            if d in lm.offline_dirs:
-                r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                results.append(r)
-                continue
-            by_topic: dict[str, list[Any]] = {}
-            for lg in lm.all_logs():
-                if lm.log_dir_of(lg.topic, lg.partition) != d:
-                    continue
-                if wanted is not None and (lg.topic, lg.partition) not in wanted:
-                    continue
-                p = self.rm.partitions.get((lg.topic, lg.partition))
-                lag = 0 if p is None or p.is_leader else max(0, p.high_watermark - lg.log_end_offset)
-                by_topic.setdefault(lg.topic, []).append(_LOGDIRS.DescribeLogDirsPartition(
-                    partition_index=lg.partition, partition_size=lg.size_in_bytes, offset_lag=lag,
-                    is_future_key=False))
-            r.topics = [_LOGDIRS.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in sorted(by_topic.items())]
-            try:
-                st = os.statvfs(d)
-                r.total_bytes = st.f_blocks * st.f_frsize
-                r.usable_bytes = st.f_bavail * st.f_frsize
-            except OSError:
-                pass
-            results.append(r)
-        return _LOGDIRS(error_code=0, results=results)
 
     async def describe_topic_partitions(self, conn: Connection, req: Request) -> Any:
         b = req.body
@@ -905,5 +862,4 @@ class AdminHandlers:
         apis.register(ApiKey.ALTER_CONFIGS, self.alter_configs)
         apis.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, self.incremental_alter_configs)
         apis.register(ApiKey.DESCRIBE_CLUSTER, self.describe_cluster)
-        apis.register(ApiKey.DESCRIBE_LOG_DIRS, self.describe_log_dirs)
         apis.register(ApiKey.DESCRIBE_TOPIC_PARTITIONS, self.describe_topic_partitions)

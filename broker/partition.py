@@ -61,6 +61,9 @@ class Partition:
     # ISR change sent to the controller and not yet answered (Kafka's PendingExpand/PendingShrink).
     pending_isr: set[int] | None = None
     remote: dict[int, ReplicaState] = field(default_factory=dict)
+    # The copy of this replica being made in another log dir (AlterReplicaLogDirs, KIP-113), which replaces
+    # ``log`` once caught up: broker/alter_log_dirs.py.
+    future_log: PartitionLog | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -82,6 +85,12 @@ class Partition:
     def maximal_isr(self) -> set[int]:
         """The ISR used for HW and acks: includes replicas being added while that is pending."""
         return self.isr | self.pending_isr if self.pending_isr else self.isr
+
+    def replace_log_with_future(self, moved: PartitionLog) -> None:
+        """The future log, reopened in its dir as the current one, becomes this replica's log (Kafka's
+        maybeReplaceCurrentWithFutureReplica). Called on the event loop, between two appends."""
+        self.log = moved
+        self.future_log = None
 
     # -- role changes --------------------------------------------------------------------------------
 

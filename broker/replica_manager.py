@@ -34,6 +34,7 @@ from protocol.schema import FileRegions
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 
 if TYPE_CHECKING:
+    from broker.alter_log_dirs import AlterLogDirsManager
     from broker.isr_manager import IsrManager
     from broker.metadata_cache import MetadataCache
     from broker.replica_fetcher import ReplicaFetcherManager
@@ -79,7 +80,8 @@ class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager,
                  metadata: MetadataCache, topic_config: Callable[[str], LogConfig], *,
                  isr_manager: IsrManager | None = None, leader_quota: ReplicationQuota | None = None,
-                 fetcher_manager: ReplicaFetcherManager | None = None) -> None:
+                 fetcher_manager: ReplicaFetcherManager | None = None,
+                 log_dir_mover: AlterLogDirsManager | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -95,6 +97,7 @@ class ReplicaManager:
         self.isr_manager = isr_manager  # AlterPartition proposals (ISR expansion on follower fetches)
         self.leader_quota = leader_quota  # leader-side replication throttle
         self.fetcher_manager = fetcher_manager  # follower replication; None in a broker without peers
+        self.log_dir_mover = log_dir_mover  # AlterReplicaLogDirs: moves between this broker's log dirs
         self._leadership_listeners: list[LeadershipListener] = []
         self.messages_in = 0
         self.bytes_in = 0
@@ -238,6 +241,9 @@ class ReplicaManager:
             fetchers.remove_partition(tp)
         for topic, partition, leader in became_follower:
             fetchers.add_partition((topic, partition), leader, self.partitions[(topic, partition)].leader_epoch)
+        if self.log_dir_mover is not None and self.log_manager.all_future_logs():
+            # Moves found at start-up (or left by a StopReplica) go on now that their replica is online.
+            self.log_dir_mover.resume(became_leader + [(t, p) for t, p, _leader in became_follower])
         await self._notify_leadership(became_leader, became_follower)
         for tp in became_leader:
             self.notify_hw(tp)
@@ -299,6 +305,8 @@ class ReplicaManager:
     async def stop_replica(self, tp: TP, *, delete: bool) -> None:
         """StopReplica: drop our replica of ``tp`` (and its log files when ``delete``)."""
         p = self.partitions.pop(tp, None)
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.stop_partition(tp)
         for cb in self.listeners_on_stop:
             cb(tp)
         if p is not None:

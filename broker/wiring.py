@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from broker.purgatory import Purgatory
 
 if TYPE_CHECKING:
+    from broker.alter_log_dirs import AlterLogDirsManager
     from broker.authorizer.api import Authorizer
     from broker.broker import Broker
     from broker.controller_glue import ControllerRequestState, ControllerServices
@@ -55,6 +56,7 @@ class BrokerComponents:
     metadata_waiters: Purgatory = field(default_factory=lambda: Purgatory("Metadata"))
     follower_quota: ReplicationQuota | None = None
     replica_fetchers: ReplicaFetcherManager | None = None
+    log_dir_mover: AlterLogDirsManager | None = None  # AlterReplicaLogDirs moves
     isr_manager: IsrManager | None = None
     controller_requests: ControllerRequestState | None = None
     admin: AdminHandlers | None = None
@@ -75,11 +77,13 @@ class BrokerComponents:
 
 async def build_components(broker: Broker) -> ReplicaManager:
     """Build the replica manager (returned: the broker keeps it) and register every handler."""
+    from broker.alter_log_dirs import AlterLogDirsManager
     from broker.controller_glue import ControllerApis, ControllerRequestState, ControllerServices
     from broker.handlers_admin import AdminHandlers
     from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_data import DataApis
     from broker.handlers_group import GroupHandlers, register_group_apis, start_group_coordinator
+    from broker.handlers_log_dirs import LogDirHandlers
     from broker.handlers_security import SecurityHandlers
     from broker.handlers_txn import TxnApis
     from broker.isr_manager import IsrManager
@@ -116,10 +120,14 @@ async def build_components(broker: Broker) -> ReplicaManager:
                                                lambda: broker.config, lambda: broker.replica_manager, c.follower_quota)
     c.isr_manager = IsrManager(broker.broker_id, broker.zk, broker.controller_listener, lambda: broker.broker_epoch,
                                lambda: broker.config, lambda: broker.replica_manager)
+    c.log_dir_mover = AlterLogDirsManager(broker.broker_id, broker.log_manager, lambda: broker.replica_manager,
+                                          lambda: broker.config)
     rm = ReplicaManager(broker.broker_id, broker.config, broker.log_manager, broker.metadata, broker.topic_config,
-                        isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers)
+                        isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers,
+                        log_dir_mover=c.log_dir_mover)
     broker.replica_manager = rm
     await c.isr_manager.start()
+    c.log_dir_mover.start()
     DataApis(rm, auth).register(broker.apis)
     assert broker.zk is not None
     c.controller_requests = ControllerRequestState(lambda: broker.broker_epoch, broker.zk, broker.zk_call)
@@ -129,8 +137,9 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.controller_services = ControllerServices(broker.zk, broker.broker_id, lambda: broker.config,
                                                broker.controller_listener, lambda: broker.broker_epoch)
     c.admin = AdminHandlers(broker.zk, broker.zk_call, broker.broker_id, broker.metadata, broker, c.metadata_waiters,
-                            broker.log_manager, rm, auth)
+                            auth)
     c.admin.register(broker.apis)
+    LogDirHandlers(broker.log_manager, rm, c.log_dir_mover, auth).register(broker.apis)
     c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller,
                                 auth,
                                 security=inter_broker_security(broker.config, broker.inter_broker_listener))
@@ -163,6 +172,9 @@ async def stop_components(broker: Broker) -> None:
     cluster, c.cluster = c.cluster, None
     if cluster is not None:
         cluster.close()  # the pooled forwarding connection to the controller
+    mover, c.log_dir_mover = c.log_dir_mover, None
+    if mover is not None:
+        await mover.shutdown()  # before the logs close; moves resume after the restart
     fetchers, c.replica_fetchers = c.replica_fetchers, None
     if fetchers is not None:
         await fetchers.shutdown()

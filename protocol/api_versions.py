@@ -56,6 +56,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -116,6 +117,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.DELETE_ACLS: (0, 3, "DeleteAcls"),
     ApiKey.DESCRIBE_CONFIGS: (0, 4, "DescribeConfigs"),
     ApiKey.ALTER_CONFIGS: (0, 2, "AlterConfigs"),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2, "AlterReplicaLogDirs"),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4, "DescribeLogDirs"),
     ApiKey.SASL_AUTHENTICATE: (0, 2, "SaslAuthenticate"),
     ApiKey.CREATE_PARTITIONS: (0, 3, "CreatePartitions"),

@@ -9,10 +9,18 @@ Directory layout (Kafka's)::
     <log dir>/log-start-offset-checkpoint          | "topic partition offset" lines
     <log dir>/cleaner-offset-checkpoint           /
     <log dir>/<topic>-<partition>/                segments, leader-epoch-checkpoint, partition.metadata
+    <log dir>/<topic>-<partition>.<uuid>-future/  a replica being moved here from another log dir (KIP-113)
 
 A new partition goes to the online directory holding the fewest partitions. Any OSError from a directory's
 files (a full disk included, as Kafka; not running out of descriptors, which is the process's) takes that directory offline: its partitions are closed and reported in
 ``offline_partitions``, ``offline_dirs`` grows and ``on_dir_offline`` is called; the process keeps running.
+
+Future logs (Kafka's futureLogs, KIP-113): AlterReplicaLogDirs creates a second log of a partition in
+another log dir, in a ``-future`` directory, which the broker fills from the current log (see
+broker/alter_log_dirs.py). ``replace_current_with_future`` then renames it to ``<topic>-<partition>`` and
+the old directory to ``<topic>-<partition>.<uuid>-delete``. A future log found at start-up is loaded
+beside the current one, so the move resumes. Future logs are flushed and checkpointed like the others but
+are not in ``all_logs()``: nothing but the move reads or cleans them.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -53,6 +63,8 @@ META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
+# Kafka's UnifiedLog.logFutureDirName and parseTopicPartitionName: <topic>-<partition>.<uuid>-future.
+_FUTURE_DIR = re.compile(r"^(?P<name>.+)\.(?P<id>[^.]+)" + re.escape(FUTURE_DIR_SUFFIX) + "$")
 
 TopicPartition = tuple[str, int]
 
@@ -88,6 +100,22 @@ def run_batch(fn: Callable[[Any], None], items: Sequence[Any], *,
 
 class InconsistentClusterIdError(Exception):
     """meta.properties names another cluster than the one this broker joined."""
+
+
+class LogDirNotFoundError(Exception):
+    """LOG_DIR_NOT_FOUND (57): a path that is not one of the broker's log.dirs."""
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """A new future log directory's name (a fresh uuid, without dashes, as Kafka's)."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir(name: str) -> TopicPartition:
+    m = _FUTURE_DIR.match(name)
+    if not m:
+        raise ValueError(f"{name!r} is not a <topic>-<partition>.<uuid>-future directory name")
+    return parse_partition_dir(m.group("name"))
 
 
 def topic_id_to_string(topic_id: uuid.UUID | bytes | str) -> str:
@@ -152,6 +180,17 @@ class LogManager:
         self._dir_of: dict[TopicPartition, str] = {}
         self._offline_partitions: set[TopicPartition] = set()
         self._pending_dir_deletes: list[tuple[int, str]] = []
+        # Future logs by partition, the log dir holding each and its real "-future" directory.
+        self._future: dict[TopicPartition, PartitionLog] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self._future_path: dict[TopicPartition, str] = {}
+        # PartitionLog takes its topic and partition from its directory's name, which a "-future" name is
+        # not: each future log is opened through a symlink named <topic>-<partition> in this private
+        # directory (outside the log dirs, whose layout stays Kafka's), made when the first one opens.
+        self._future_links: str | None = None
+        # AlterReplicaLogDirs for a replica this broker does not host yet: its log is created in that dir
+        # (Kafka's preferredLogDirs).
+        self._preferred_dirs: dict[TopicPartition, str] = {}
         self._lock = threading.RLock()
         t = clock()
         self._next_retention = t + retention_check_interval_ms
@@ -177,6 +216,11 @@ class LogManager:
                     if lg is not None:
                         lg.close_quietly()
                     self._offline_partitions.add(tp)
+            for tp, d in list(self._future_dir_of.items()):
+                if d == log_dir:
+                    lg = self._forget_future(tp)
+                    lg.close_quietly()
+                    self._unlink_future(lg)
         if self.on_dir_offline is not None:
             self.on_dir_offline(log_dir)
 
@@ -199,9 +243,19 @@ class LogManager:
             raise LogDirOfflineError(f"log dir {log_dir} failed: {e}", cause=e) from e
 
     def _log_io_error(self, lg: PartitionLog, exc: OSError) -> None:
-        d = self._dir_of.get((lg.topic, lg.partition))
+        tp = (lg.topic, lg.partition)
+        if self._logs.get(tp) is not lg:
+            # A log let go of (moved to another dir, or deleted) failing in a late operation: its files
+            # are gone on purpose, and the dir now holding the partition is not at fault.
+            return
+        d = self._dir_of.get(tp)
         if d is not None:
             self._mark_offline(d, exc)
+
+    def _future_io_error(self, lg: PartitionLog, exc: OSError) -> None:
+        tp = (lg.topic, lg.partition)
+        if self._future.get(tp) is lg:
+            self._mark_offline(self._future_dir_of[tp], exc)
 
     @property
     def offline_partitions(self) -> set[TopicPartition]:
@@ -267,6 +321,7 @@ class LogManager:
         start_offsets = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
         hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT)
         found: list[tuple[TopicPartition, str]] = []
+        futures: list[tuple[TopicPartition, str]] = []
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
             if not os.path.isdir(path):
@@ -275,6 +330,10 @@ class LogManager:
                 self._pending_dir_deletes.append((self.clock(), path))
                 continue
             if name.endswith(FUTURE_DIR_SUFFIX):
+                try:
+                    futures.append((parse_future_dir(name), path))
+                except ValueError:
+                    pass
                 continue
             try:
                 tp = parse_partition_dir(name)
@@ -282,7 +341,7 @@ class LogManager:
                 continue
             found.append((tp, path))
         # One config per topic (building one is not free, and a topic may have thousands of partitions).
-        configs = {topic: self._config_for(topic) for topic in {tp[0] for tp, _path in found}}
+        configs = {topic: self._config_for(topic) for topic in {tp[0] for tp, _path in found + futures}}
         loaded: dict[TopicPartition, PartitionLog] = {}
 
         def load(chunk: list[tuple[TopicPartition, str]]) -> None:
@@ -320,9 +379,51 @@ class LogManager:
             for tp, _path in found:
                 self._logs[tp] = loaded[tp]
                 self._dir_of[tp] = d
+        self._load_futures(d, futures, configs, recovery_points, start_offsets, hws, clean)
         if clean:
             os.unlink(clean_file)
             fsync_dir(d)
+
+    def _load_futures(self, d: str, futures: list[tuple[TopicPartition, str]], configs: dict[str, Any],
+                      recovery_points: dict[TopicPartition, int], start_offsets: dict[TopicPartition, int],
+                      hws: dict[TopicPartition, int], clean: bool) -> None:
+        """The future logs of dir ``d``: moves that were under way when the broker stopped."""
+        for tp, path in futures:
+            with self._lock:
+                if tp in self._future:
+                    # Kafka: "Duplicate log directories found" (the broker refuses to start).
+                    raise OSError(f"duplicate future log directories for {tp[0]}-{tp[1]}: {path}, "
+                                  f"{self._future_path[tp]}")
+            lg = retry_when_out_of_descriptors(lambda tp=tp, path=path: self._open_future(  # type: ignore[misc]
+                tp, path, configs[tp[0]], recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0), high_watermark=hws.get(tp), had_clean_shutdown=clean))
+            with self._lock:
+                self._future[tp] = lg
+                self._future_dir_of[tp] = d
+                self._future_path[tp] = path
+            log.info("loaded future log of %s-%d in %s (log end offset %d)", tp[0], tp[1], path, lg.log_end_offset)
+
+    def _open_future(self, tp: TopicPartition, path: str, config: Any, **kwargs: Any) -> PartitionLog:
+        if self._future_links is None:
+            self._future_links = tempfile.mkdtemp(prefix="kafkette-future-logs-")
+        link = os.path.join(self._future_links, f"{tp[0]}-{tp[1]}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(link)
+        os.symlink(path, link, target_is_directory=True)
+        return PartitionLog(link, config, clock=self.clock, io_error_handler=self._future_io_error, **kwargs)
+
+    def _forget_future(self, tp: TopicPartition) -> PartitionLog:
+        """Drop a future log from the maps; the caller closes it, then calls _unlink_future."""
+        lg = self._future.pop(tp)
+        del self._future_dir_of[tp]
+        del self._future_path[tp]
+        return lg
+
+    @staticmethod
+    def _unlink_future(lg: PartitionLog) -> None:
+        """Remove the symlink a closed future log was opened through."""
+        with contextlib.suppress(OSError):
+            os.unlink(lg.dir_path)
 
     # ================================================================================ logs
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
@@ -335,11 +436,22 @@ class LogManager:
         return self._dir_of.get((topic, partition))
 
     def partition_counts(self) -> dict[str, int]:
+        """Logs per online dir, future logs included (as Kafka's nextLogDirs counts them)."""
         counts = {d: 0 for d in self.online_dirs}
         for tp, d in self._dir_of.items():
             if d in counts and tp in self._logs:
                 counts[d] += 1
+        for d in self._future_dir_of.values():
+            if d in counts:
+                counts[d] += 1
         return counts
+
+    def _dir_for_new_log(self, tp: TopicPartition, counts: dict[str, int]) -> str:
+        """The dir AlterReplicaLogDirs asked for when it is online, else the one with the fewest logs."""
+        preferred = self._preferred_dirs.pop(tp, None)
+        if preferred is not None and preferred in counts:
+            return preferred
+        return min(self.online_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
 
     def get_or_create_log(
         self, topic: str, partition: int, *, topic_id: uuid.UUID | bytes | str | None = None, config: Any = None
@@ -354,7 +466,7 @@ class LogManager:
             counts = self.partition_counts()
             if not counts:
                 raise KafkaStorageError("no log directory is online")
-            d = min(self.online_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            d = self._dir_for_new_log(tp, counts)
             with self._guard(d):
                 path = os.path.join(d, f"{topic}-{partition}")
                 os.makedirs(path, exist_ok=True)
@@ -387,7 +499,7 @@ class LogManager:
                 if tp in self._offline_partitions or not counts:
                     failed[tp] = LogDirOfflineError(f"{topic}-{partition} has no online log dir")
                     continue
-                d = min(self.online_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+                d = self._dir_for_new_log(tp, counts)
                 counts[d] += 1
                 todo.append((tp, d, topic_id, config))
         made: dict[TopicPartition, PartitionLog] = {}
@@ -429,8 +541,10 @@ class LogManager:
         return failed
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Close the log and rename its directory ``<tp>.<uuid>-delete`` for asynchronous removal."""
+        """Close the log and rename its directory ``<tp>.<uuid>-delete`` for asynchronous removal (its
+        future log too)."""
         tp = (topic, partition)
+        self.delete_future_log(topic, partition)
         with self._lock:
             lg = self._logs.pop(tp, None)
             d = self._dir_of.pop(tp, None)
@@ -439,23 +553,169 @@ class LogManager:
             return
         with self._guard(d):
             lg.close()
-            target = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-            os.replace(lg.dir_path, target)
-            fsync_dir(d)
-        delay = int(getattr(lg.config, "file_delete_delay_ms", None) or 60_000) if lg.config is not None else 60_000
+            self._rename_for_deletion(d, lg.dir_path, lg)
+
+    def _rename_for_deletion(self, d: str, path: str, lg: PartitionLog) -> None:
+        target = os.path.join(d, f"{lg.topic}-{lg.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(path, target)
+        fsync_dir(d)
+        configured = getattr(lg.config, "file_delete_delay_ms", None) if lg.config is not None else None
+        delay = 60_000 if configured is None else int(configured)  # file.delete.delay.ms (0 is allowed)
         self._pending_dir_deletes.append((self.clock() + delay, target))
+
+    # ================================================================================ moving between dirs
+    def get_future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._future.get((topic, partition))
+
+    def future_log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def all_future_logs(self) -> list[PartitionLog]:
+        return list(self._future.values())
+
+    def check_log_dir(self, log_dir: str) -> None:
+        """Kafka's isLogDirOnline as AlterReplicaLogDirs uses it: LogDirNotFoundError for a path that
+        is not a configured log dir, KafkaStorageError for an offline one."""
+        if log_dir not in self.log_dirs:
+            raise LogDirNotFoundError(f"Log dir {log_dir} is not found in the config.")
+        if log_dir in self.offline_dirs:
+            raise KafkaStorageError(f"Log directory {log_dir} is offline")
+
+    def set_preferred_log_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        """Where the log of a replica this broker does not host yet is to be created (Kafka's
+        maybeUpdatePreferredLogDir: not remembered when a log of the partition is in that dir already)."""
+        tp = (topic, partition)
+        with self._lock:
+            if self._dir_of.get(tp) != log_dir and self._future_dir_of.get(tp) != log_dir:
+                self._preferred_dirs[tp] = log_dir
+
+    def create_future_log(self, topic: str, partition: int, log_dir: str, *, topic_id: Any = None,
+                          config: Any = None) -> PartitionLog:
+        """An empty future log of a hosted partition in ``log_dir``, another dir than its current log's."""
+        tp = (topic, partition)
+        with self._lock:
+            self.check_log_dir(log_dir)
+            if tp not in self._logs:
+                raise KafkaStorageError(f"the current log of {topic}-{partition} is not online")
+            if self._dir_of[tp] == log_dir:
+                raise ValueError(f"{topic}-{partition} is in {log_dir} already")
+            if tp in self._future:
+                raise ValueError(f"{topic}-{partition} has a future log in {self._future_dir_of[tp]} already")
+            path = os.path.join(log_dir, future_dir_name(topic, partition))
+            with self._guard(log_dir):
+                os.makedirs(path)
+                if topic_id is not None:
+                    write_partition_metadata(path, topic_id)
+                lg = self._open_future(tp, path, config if config is not None else self._config_for(topic),
+                                       had_clean_shutdown=True)
+                fsync_dir(log_dir)
+            self._future[tp] = lg
+            self._future_dir_of[tp] = log_dir
+            self._future_path[tp] = path
+            self._preferred_dirs.pop(tp, None)
+        log.info("created future log of %s-%d in %s", topic, partition, path)
+        return lg
+
+    def delete_future_log(self, topic: str, partition: int) -> None:
+        """A move given up (AlterReplicaLogDirs to another dir, the replica deleted): the future log's
+        directory is renamed ``-delete`` and removed later."""
+        tp = (topic, partition)
+        with self._lock:
+            if tp not in self._future:
+                return
+            d, path = self._future_dir_of[tp], self._future_path[tp]
+            lg = self._forget_future(tp)
+        with self._guard(d), lg.lock:  # waits for a copy in progress
+            lg.close()
+            self._unlink_future(lg)
+            self._rename_for_deletion(d, path, lg)
+        log.info("deleted future log of %s-%d in %s", topic, partition, d)
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Kafka's replaceCurrentWithFutureLog: the future log, caught up with the current one, becomes the
+        partition's log in its dir; the current log's directory is renamed ``-delete``. Returns the new
+        current log (the future log reopened under its final name).
+
+        The caller makes sure nothing appends to the current log meanwhile (it runs on the event loop, which
+        does every append); both logs' locks are held throughout, so a truncation or flush in a thread
+        waits, and finds the log closed."""
+        tp = (topic, partition)
+        with self._lock:
+            src, dest = self._logs.get(tp), self._future.get(tp)
+            if src is None:
+                raise KafkaStorageError(f"The current replica for {topic}-{partition} is offline")
+            if dest is None:
+                raise KafkaStorageError(f"The future replica for {topic}-{partition} is offline")
+            src_dir, dest_dir, future_path = self._dir_of[tp], self._future_dir_of[tp], self._future_path[tp]
+            with src.lock, dest.lock:
+                if src.log_end_offset != dest.log_end_offset:
+                    raise ValueError(f"the future log of {topic}-{partition} ends at {dest.log_end_offset}, "
+                                     f"the current log at {src.log_end_offset}")
+                final = os.path.join(dest_dir, f"{topic}-{partition}")
+                with self._guard(dest_dir):
+                    dest.flush()
+                    dest.close()
+                    self._forget_future(tp)
+                    self._unlink_future(dest)
+                    os.replace(future_path, final)
+                    fsync_dir(dest_dir)
+                    moved = PartitionLog(final, dest.config, recovery_point=dest.recovery_point,
+                                         log_start_offset=max(dest.log_start_offset, src.log_start_offset),
+                                         high_watermark=src.high_watermark, had_clean_shutdown=True,
+                                         clock=self.clock, io_error_handler=self._log_io_error)
+                    # The leader epochs of the current log that no copied batch carried yet (a new leader's
+                    # epoch starts at its LEO, before any of its batches).
+                    for epoch, start in src.leader_epoch_cache.entries():
+                        moved.maybe_assign_epoch_start_offset(epoch, start)
+                self._logs[tp] = moved
+                self._dir_of[tp] = dest_dir
+                with self._guard(src_dir):
+                    src.close()
+                    self._rename_for_deletion(src_dir, src.dir_path, src)
+        self._move_cleaner_offset(tp, src_dir, dest_dir)
+        for d in (src_dir, dest_dir):
+            self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, only=d)
+            self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, only=d)
+        log.info("the current replica of %s-%d in %s is replaced with the future replica in %s", topic, partition,
+                 src_dir, dest_dir)
+        return moved
+
+    def _move_cleaner_offset(self, tp: TopicPartition, src_dir: str, dest_dir: str) -> None:
+        """Kafka's LogCleaner.alterCheckpointDir: the partition's cleaner offset follows it."""
+        offsets = self._read_checkpoint(src_dir, CLEANER_OFFSET_CHECKPOINT)
+        offset = offsets.pop(tp, None)
+        if offset is None:
+            return
+        try:
+            with self._guard(src_dir):
+                OffsetCheckpointFile(os.path.join(src_dir, CLEANER_OFFSET_CHECKPOINT)).write(offsets)
+            if dest_dir not in self.offline_dirs:
+                with self._guard(dest_dir):
+                    dest = self._read_checkpoint(dest_dir, CLEANER_OFFSET_CHECKPOINT)
+                    dest[tp] = offset
+                    OffsetCheckpointFile(os.path.join(dest_dir, CLEANER_OFFSET_CHECKPOINT)).write(dest)
+        except KafkaStorageError as e:
+            log.warning("could not move the cleaner offset of %s-%d: %s", tp[0], tp[1], e)
 
     # ================================================================================ checkpoints
     def _offsets_by_dir(self, value: Callable[[PartitionLog], int]) -> dict[str, dict[TopicPartition, int]]:
+        """Per online dir, ``value`` of each log in it; a future log is keyed by its partition too (never
+        in the same dir as the partition's current log)."""
         out: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.online_dirs}
         for tp, lg in list(self._logs.items()):
             d = self._dir_of.get(tp)
             if d in out:
                 out[d][tp] = value(lg)
+        for tp, lg in list(self._future.items()):
+            d = self._future_dir_of.get(tp)
+            if d in out:
+                out[d][tp] = value(lg)
         return out
 
-    def _write_checkpoints(self, name: str, value: Callable[[PartitionLog], int]) -> None:
+    def _write_checkpoints(self, name: str, value: Callable[[PartitionLog], int], only: str | None = None) -> None:
         for d, offsets in self._offsets_by_dir(value).items():
+            if only is not None and d != only:
+                continue
             for attempt in (1, 2):
                 try:
                     with self._guard(d):
@@ -509,6 +769,15 @@ class LogManager:
                         lg.delete_old_segments(t)
             except KafkaStorageError as e:
                 log.warning("periodic work on %s failed: %s", lg, e)
+        for tp, lg in list(self._future.items()):  # flushes only: retention follows the current log
+            d = self._future_dir_of.get(tp)
+            if d is None or d in self.offline_dirs:
+                continue
+            try:
+                with self._guard(d):
+                    lg.tick(t)
+            except KafkaStorageError as e:
+                log.warning("periodic work on the future log of %s-%d failed: %s", tp[0], tp[1], e)
         if t >= self._next_retention:
             self._next_retention = t + self.retention_check_interval_ms
         if t >= self._next_recovery_checkpoint:
@@ -559,7 +828,18 @@ class LogManager:
 
         # Each close fsyncs a producer snapshot and a leader-epoch-checkpoint: in parallel, so that a
         # broker with 10,000 partitions stops in seconds (the file system commits the fsyncs together).
+        def close_future(item: tuple[TopicPartition, PartitionLog]) -> None:
+            tp, lg = item
+            d = self._future_dir_of[tp]
+            try:
+                with self._guard(d):
+                    lg.flush()
+                    lg.close()
+            except KafkaStorageError:
+                failed.add(d)
+
         run_batch(close, list(self._logs.items()))
+        run_batch(close_future, list(self._future.items()))
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
@@ -573,3 +853,8 @@ class LogManager:
             except KafkaStorageError as e:
                 log.warning("no clean shutdown marker for %s: %s", d, e)
         self._logs.clear()
+        for lg in list(self._future.values()):
+            self._forget_future((lg.topic, lg.partition))
+        if self._future_links is not None:
+            shutil.rmtree(self._future_links, ignore_errors=True)  # symlinks only: rmtree does not follow them
+            self._future_links = None
