@@ -1,0 +1,195 @@
+"""Moving replicas between a broker's log dirs (AlterReplicaLogDirs, KIP-113) while clients keep working.
+
+Two brokers with two log dirs each (broker 1 has a third, unusable one: a file where the dir should be,
+offline from the start), real ZooKeeper, kafka-python's admin client, producer and consumer. A move copies
+the replica into a ``<topic>-<partition>.<uuid>-future`` directory, then swaps it in: afterwards every
+acknowledged record is read back, the files are in the new dir and nothing of the partition is left in
+the old one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from tests.cluster.helpers import (
+    Admin,
+    KafkaPythonProducer,
+    LiveConsumer,
+    RawClient,
+    overrides,
+    read_all,
+    unique,
+    verify,
+    verify_live,
+    wait_until,
+)
+from tests.conftest import attach_cluster
+
+# Small copy rounds, so that a throttled move advances in many visible steps.
+FETCH_BYTES = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[str]]:
+    base = tmp_path_factory.mktemp("log-dirs")
+    unusable = base / "not-a-dir"
+    unusable.write_text("a file where a log dir should be\n")
+    return {0: [str(base / "b0-first"), str(base / "b0-second")],
+            1: [str(base / "b1-first"), str(base / "b1-second"), str(unusable)]}
+
+
+@pytest.fixture(scope="module")
+def module_cluster(dirs: dict[int, list[str]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from clients.devcluster import LocalCluster
+
+    cluster = LocalCluster(2, base_dir=tmp_path_factory.mktemp("cluster"), metrics_base_port=None,
+                           broker_overrides=lambda broker_id, _port: {"log.dirs": ",".join(dirs[broker_id])},
+                           overrides=overrides(**{"log.segment.delete.delay.ms": "0",
+                                                  "replica.fetch.max.bytes": str(FETCH_BYTES),
+                                                  "log.segment.bytes": str(256 * 1024)}))
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster(module_cluster: Any, request: pytest.FixtureRequest) -> Any:
+    return attach_cluster(request, module_cluster)
+
+
+# ------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def describe(bootstrap: str, version: int = 4) -> dict[str, Any]:
+    """DescribeLogDirs of one broker: log dir -> result."""
+    with RawClient(bootstrap) as raw:
+        r = raw.request(ApiKey.DESCRIBE_LOG_DIRS, version, topics=None)
+    assert r.error_code == 0
+    return {res.log_dir: res for res in r.results}
+
+
+def replicas_of(bootstrap: str, topic: str, partition: int) -> list[tuple[str, Any]]:
+    """(log dir, DescribeLogDirsPartition) of each log of the partition on that broker."""
+    out = []
+    for d, res in describe(bootstrap).items():
+        for t in res.topics:
+            if t.name == topic:
+                out.extend((d, p) for p in t.partitions if p.partition_index == partition)
+    return out
+
+
+def current_dir(bootstrap: str, topic: str, partition: int) -> str | None:
+    found = [d for d, p in replicas_of(bootstrap, topic, partition) if not p.is_future_key]
+    return found[0] if found else None
+
+
+def moved(bootstrap: str, topic: str, partition: int, target: str) -> bool:
+    """The partition's only log on that broker is its current log in ``target``."""
+    logs = replicas_of(bootstrap, topic, partition)
+    return [(d, p.is_future_key) for d, p in logs] == [(target, False)]
+
+
+def alter(admin: Admin, moves: dict[tuple[str, int, int], str]) -> dict[tuple[str, int, int], str]:
+    """kafka-python's alter_replica_log_dirs: (topic, partition, broker) -> dir; the error names back."""
+    result = admin.client.alter_replica_log_dirs(moves)
+    return {(r.topic, r.partition, r.broker_id): err.__name__ for r, err in result.items()}
+
+
+def entries(log_dir: str, topic: str, partition: int) -> list[str]:
+    """What the log dir holds of the partition: its directory, a future or a to-be-deleted one."""
+    name = f"{topic}-{partition}"
+    return sorted(e for e in os.listdir(log_dir) if e == name or e.startswith(name + "."))
+
+
+def assert_files_moved(source: str, target: str, topic: str, partition: int) -> None:
+    assert entries(target, topic, partition) == [f"{topic}-{partition}"]
+    files = os.listdir(Path(target) / f"{topic}-{partition}")
+    assert "00000000000000000000.log" in files and "leader-epoch-checkpoint" in files, files
+    # The old directory was renamed <topic>-<partition>.<uuid>-delete, removed after file.delete.delay.ms (0).
+    wait_until(lambda: not entries(source, topic, partition), 30,
+               lambda: f"nothing of {topic}-{partition} left in {source}: {entries(source, topic, partition)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Tests
+
+
+def test_leader_and_follower_replicas_move_while_clients_keep_working(cluster: Any, dirs: dict[int, list[str]]
+                                                                      ) -> None:
+    topic = unique("move")
+    brokers = cluster.brokers
+    with Admin(cluster.bootstrap) as admin:
+        # Broker 0 leads partition 0 and follows partition 1; broker 1 the other way round.
+        admin.create_topic(topic, assignment={0: [0, 1], 1: [1, 0]}, configs={"min.insync.replicas": "2"})
+        producer = KafkaPythonProducer(cluster.bootstrap, topic, 2).start()
+        consumer = LiveConsumer(cluster.bootstrap, topic, 2).start()
+        try:
+            producer.wait_acks(100)
+            plan: dict[tuple[str, int, int], str] = {}
+            sources = {}
+            for b in (0, 1):
+                for p in (0, 1):
+                    src = current_dir(brokers[b].bootstrap, topic, p)
+                    assert src is not None and src in dirs[b][:2]
+                    sources[(topic, p, b)] = src
+                    plan[(topic, p, b)] = next(d for d in dirs[b][:2] if d != src)
+            assert alter(admin, plan) == {k: "NoError" for k in plan}
+            for (t, p, b), target in plan.items():
+                wait_until(lambda t=t, p=p, b=b, target=target: moved(brokers[b].bootstrap, t, p, target), 60,
+                           f"{t}-{p} on broker {b} moved to {target}")
+            seen = consumer.count()
+            producer.wait_acks(100)  # producing goes on, to the moved leaders and followers
+            wait_until(lambda: consumer.count() >= seen + 50, 30, "the consumer reading on")
+        finally:
+            plog = producer.stop()
+            consumed = consumer.stop()
+        assert plog.ack_count() >= 200 and not plog.failed, (plog.ack_count(), plog.failed[:3])
+        records = read_all(cluster.bootstrap, topic, 2)
+        verify([plog], records)
+        verify_live(consumed, records)
+        for key, target in plan.items():
+            assert_files_moved(sources[key], target, key[0], key[1])
+        # Both replicas of each partition are still in sync.
+        for p in (0, 1):
+            admin.wait_isr(topic, p, [0, 1], 30)
+
+
+def test_errors_and_no_ops_as_kafka(cluster: Any, dirs: dict[int, list[str]]) -> None:
+    topic = unique("errors")
+    b0, b1 = cluster.brokers
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, assignment={0: [1, 0]})
+        here = current_dir(b0.bootstrap, topic, 0)
+        assert here is not None
+        assert alter(admin, {
+            (topic, 0, 0): "/no/such/log/dir",                 # not one of log.dirs
+            (topic, 0, 1): dirs[1][2],                          # broker 1's offline dir
+            ("no-such-topic", 0, 0): dirs[0][0],
+        }) == {(topic, 0, 0): "LogDirNotFoundError", (topic, 0, 1): "KafkaStorageError",
+               ("no-such-topic", 0, 0): "UnknownTopicOrPartitionError"}
+        assert describe(b1.bootstrap)[dirs[1][2]].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        # The dir the replica is in already: nothing to do, no future log.
+        assert alter(admin, {(topic, 0, 0): here}) == {(topic, 0, 0): "NoError"}
+        assert [(d, p.is_future_key) for d, p in replicas_of(b0.bootstrap, topic, 0)] == [(here, False)]
+        assert entries(here, topic, 0) == [f"{topic}-0"]
+
+        # A replica broker 0 does not host yet: REPLICA_NOT_AVAILABLE, and the dir is remembered for it. The
+        # dir chosen is the one broker 0 would not pick by itself (it picks the one with fewer partitions).
+        other = unique("later")
+        admin.create_topic(other, assignment={0: [1]})
+        counts = {d: sum(len(t.partitions) for t in res.topics) for d, res in describe(b0.bootstrap).items()}
+        wish = max(dirs[0], key=lambda d: (counts[d], dirs[0].index(d)))
+        assert alter(admin, {(other, 0, 0): wish}) == {(other, 0, 0): "ReplicaNotAvailableError"}
+        from kafka import TopicPartition
+
+        admin.client.alter_partition_reassignments({TopicPartition(other, 0): [1, 0]})
+        wait_until(lambda: current_dir(b0.bootstrap, other, 0) is not None, 60, f"broker 0 hosting {other}-0")
+        assert current_dir(b0.bootstrap, other, 0) == wish
+        assert entries(wish, other, 0) == [f"{other}-0"]
