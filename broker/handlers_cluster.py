@@ -1,6 +1,14 @@
 """Cluster operations that only the active controller can carry out: ElectLeaders (43),
 AlterPartitionReassignments (45) and ListPartitionReassignments (46); and Envelope (58).
 
+AllocateProducerIds (67), sent by brokers to the controller, is answered as Kafka 3.9's controller
+answers it: CLUSTER_ACTION needed; NOT_CONTROLLER unless active (never forwarded); the broker must be
+alive with the broker epoch given (BROKER_ID_NOT_REGISTERED, STALE_BROKER_EPOCH); then the next block
+of producer ids is claimed in ZooKeeper (``/latest_producer_id_block``) for it.
+
+UpdateFeatures (57) is answered by the active controller as a ZooKeeper-mode Kafka 3.9 controller
+answers it: there are no features to update (broker/update_features.py).
+
 Envelope is how brokers forward requests to a KRaft controller during a ZooKeeper migration. Kafka
 3.9 in ZooKeeper mode advertises it and, forwarding not being enabled outside a migration, closes the
 connection of whoever sends one; so does this broker.
@@ -20,6 +28,7 @@ DESCRIBE; a refused request gets CLUSTER_AUTHORIZATION_FAILED (on every requeste
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from broker.authorizer.api import AclOperation
 from broker.connection import CloseConnection
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
+from broker.update_features import refused as features_refused
+from broker.update_features import update_features
 from controller.network_client import ConnectionPool, ConnectionSettings, KafkaConnectionError
 from protocol.api_versions import ApiKey
 from protocol.client_connection import PLAINTEXT, ConnectionSecurity
@@ -45,6 +56,7 @@ log = logging.getLogger(__name__)
 _ELECT = response_type(ApiKey.ELECT_LEADERS)
 _ALTER = response_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 _LIST = response_type(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+_PRODUCER_IDS = response_type(ApiKey.ALLOCATE_PRODUCER_IDS)
 FORWARD_TIMEOUT_S = 60.0
 
 
@@ -133,12 +145,37 @@ class ClusterHandlers:
         return await ctrl.handle_list_partition_reassignments(req.body)
 
 
+    async def update_features(self, conn: Connection, req: Request) -> Any:
+        if not self.auth.authorize_cluster(conn, req, AclOperation.ALTER):
+            return features_refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        if self._active_controller() is None:
+            return features_refused(ErrorCode.NOT_CONTROLLER)  # not forwarded, as in Kafka's ZooKeeper mode
+        return update_features(req.body, req.api_version)
+
+    async def allocate_producer_ids(self, conn: Connection, req: Request) -> Any:
+        if not self.auth.authorize_cluster(conn, req, AclOperation.CLUSTER_ACTION):
+            return _PRODUCER_IDS(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        ctrl = self._active_controller()
+        if ctrl is None:
+            return _PRODUCER_IDS(error_code=ErrorCode.NOT_CONTROLLER)
+        b: Any = req.body
+        registration = ctrl.context.live_brokers.get(b.broker_id)
+        if registration is None:
+            return _PRODUCER_IDS(error_code=ErrorCode.BROKER_ID_NOT_REGISTERED)
+        if registration.broker_epoch != b.broker_epoch:
+            return _PRODUCER_IDS(error_code=ErrorCode.STALE_BROKER_EPOCH)
+        # A blocking ZooKeeper read and conditional write: off the event loop.
+        block = await asyncio.to_thread(ctrl.zk.allocate_producer_id_block, b.broker_id)
+        return _PRODUCER_IDS(error_code=0, producer_id_start=block.first_producer_id, producer_id_len=block.size)
+
     async def envelope(self, conn: Connection, req: Request) -> Any:
         log.info("Closing connection %s because it sent an `Envelope` request even though forwarding has not "
                  "been enabled", conn.peer)
         raise CloseConnection()
 
     def register(self, apis: KafkaApis) -> None:
+        apis.register(ApiKey.ALLOCATE_PRODUCER_IDS, self.allocate_producer_ids)
+        apis.register(ApiKey.UPDATE_FEATURES, self.update_features)
         apis.register(ApiKey.ENVELOPE, self.envelope)
         apis.register(ApiKey.ELECT_LEADERS, self.elect_leaders)
         apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, self.alter_partition_reassignments)

@@ -71,11 +71,13 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
     ENVELOPE = 58
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -132,12 +134,17 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0, "DescribeUserScramCredentials"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, "AlterUserScramCredentials"),
     ApiKey.ALTER_PARTITION: (3, 3, "AlterPartition"),
+    # Every update refused, as a ZooKeeper-mode Kafka 3.9 (no supported features) refuses them.
+    ApiKey.UPDATE_FEATURES: (0, 1, "UpdateFeatures"),
     # Served as a ZooKeeper-mode Kafka 3.9 serves it without migration: the connection is closed.
     ApiKey.ENVELOPE: (0, 0, "Envelope"),
     ApiKey.DESCRIBE_CLUSTER: (0, 1, "DescribeCluster"),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0, "DescribeProducers"),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0, "DescribeTransactions"),
     ApiKey.LIST_TRANSACTIONS: (0, 1, "ListTransactions"),
+    # Answered by the active controller, as Kafka 3.9's; kafkette brokers still claim their producer id
+    # blocks in ZooKeeper themselves, as Kafka brokers did before inter.broker.protocol.version 3.0.
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0, "AllocateProducerIds"),
     # KIP-848's APIs, advertised by a ZooKeeper-mode Kafka 3.9 and answered UNSUPPORTED_VERSION (its
     # new group coordinator cannot run there).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 0, "ConsumerGroupHeartbeat"),

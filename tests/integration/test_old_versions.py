@@ -399,6 +399,46 @@ def test_offset_commit_and_fetch_v0_use_zookeeper(kafka_cluster: Any) -> None:
         zk.close()
 
 
+def test_offset_commit_v1_keeps_the_commit_timestamp_it_carries(kafka_cluster: Any) -> None:
+    """OffsetCommit v1 names each offset's commit timestamp (-1: the broker's clock), as Kafka stores it."""
+    from broker.offsets_topic_format import (
+        OffsetCommitKey,
+        decode_key,
+        decode_offset_commit_value,
+        partition_for,
+    )
+
+    bootstrap = kafka_cluster.bootstrap
+    topic = unique("commit-v1")
+    create_topic(bootstrap, topic, partitions=2)
+    group = unique("commit-v1-group")
+    oc = request_type(ApiKey.OFFSET_COMMIT)
+    before = int(time.time() * 1000)
+    with RawClient(bootstrap) as raw:
+        def commit() -> bool:
+            raw.request(ApiKey.FIND_COORDINATOR, 1, key=group, key_type=0)
+            r = raw.request(ApiKey.OFFSET_COMMIT, 1, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                            topics=[oc.OffsetCommitRequestTopic(name=topic, partitions=[
+                                oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                                commit_timestamp=1_234_567_890_123),
+                                oc.OffsetCommitRequestPartition(partition_index=1, committed_offset=6,
+                                                                commit_timestamp=-1)])])
+            return all(p.error_code == 0 for p in r.topics[0].partitions)
+
+        wait_until(commit, 30, "a v1 commit through the group coordinator")
+        records: list[Any] = []
+        for batch in iter_batches(bytes(raw.fetch("__consumer_offsets", partition_for(group, 50), 0).records),
+                                  allow_partial_tail=True):
+            records.extend(batch.records())
+    stored = {}
+    for r in records:
+        key = decode_key(r.key) if r.key is not None else None
+        if isinstance(key, OffsetCommitKey) and key.group == group:
+            stored[key.partition] = decode_offset_commit_value(r.value)
+    assert stored[0] is not None and (stored[0].offset, stored[0].commit_timestamp) == (5, 1_234_567_890_123)
+    assert stored[1] is not None and stored[1].offset == 6 and stored[1].commit_timestamp >= before
+
+
 # ------------------------------------------------------------------------------------------------
 # APIs a ZooKeeper-mode Kafka 3.9 advertises without serving them
 
@@ -417,6 +457,39 @@ def test_kip_848_apis_are_unsupported_and_envelope_closes_the_connection(kafka_c
             ApiKey.ENVELOPE, request_data=b"", request_principal=None, client_host_address=b"\x7f\x00\x00\x01")))
         with pytest.raises((ConnectionError, socket.timeout)):
             raw.recv_frame()
+
+
+def test_update_features_refuses_every_update_as_zookeeper_mode_kafka(kafka_cluster: Any) -> None:
+    uf = request_type(ApiKey.UPDATE_FEATURES)
+    with RawClient(kafka_cluster.bootstrap) as raw:
+        r = raw.request(ApiKey.UPDATE_FEATURES, 1, timeout_ms=5000, validate_only=False, feature_updates=[
+            uf.FeatureUpdateKey(feature="metadata.version", max_version_level=21, upgrade_type=1),
+            uf.FeatureUpdateKey(feature="group.version", max_version_level=0, upgrade_type=2)])
+    assert (r.error_code, r.error_message) == (0, None)
+    assert sorted((x.feature, x.error_code, x.error_message) for x in r.results) == [
+        ("group.version", ErrorCode.INVALID_REQUEST, "Can not delete non-existing finalized feature."),
+        ("metadata.version", ErrorCode.INVALID_REQUEST,
+         "Could not apply finalized feature update because the provided feature is not supported.")]
+
+
+def test_allocate_producer_ids_from_the_controller(kafka_cluster: Any) -> None:
+    zk = KazooClient(hosts=kafka_cluster.zk_connect)
+    zk.start(15)
+    try:
+        _data, stat = zk.get("/brokers/ids/0")
+    finally:
+        zk.stop()
+        zk.close()
+    epoch = stat.czxid  # a broker's epoch is the zxid that created its registration
+    with RawClient(kafka_cluster.bootstrap) as raw:
+        first = raw.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=0, broker_epoch=epoch)
+        second = raw.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=0, broker_epoch=epoch)
+        stale = raw.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=0, broker_epoch=epoch - 1)
+        unknown = raw.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=9, broker_epoch=epoch)
+    assert (first.error_code, first.producer_id_len, second.producer_id_len) == (0, 1000, 1000)
+    assert second.producer_id_start >= first.producer_id_start + 1000
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert unknown.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 # ------------------------------------------------------------------------------------------------

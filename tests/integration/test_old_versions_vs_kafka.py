@@ -130,8 +130,7 @@ def scenario(bootstrap: str) -> dict[str, Any]:
                 ct.CreatableTopic(name=name(kind), num_partitions=1, replication_factor=1, assignments=[],
                                   configs=[ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])])
             out[f"create {kind} v{version}"] = [t.error_code for t in r.topics]
-        for kind in TOPICS:
-            wait_until(lambda kind=kind: raw.leaders(name(kind)) == 1, 30, f"a leader for {kind}")
+        wait_until(lambda: all(raw.leaders(name(kind)) == 1 for kind in TOPICS), 30, "a leader for every topic")
         r = raw.request(ApiKey.CREATE_TOPICS, 1, timeout_ms=30000, validate_only=True, topics=[ct.CreatableTopic(
             name=name("plain"), num_partitions=1, replication_factor=1, assignments=[], configs=[])])
         out["create existing v1"] = [t.error_code for t in r.topics]
@@ -293,6 +292,38 @@ def other_apis(raw: RawClient) -> dict[str, Any]:
     out["describe acls v0"] = (r.error_code, len(r.resources))
     r = raw.request(ApiKey.DELETE_TOPICS, 0, timeout_ms=30000, topic_names=[name("nonexistent-dt")])
     out["delete topics v0"] = [x.error_code for x in r.responses]
+    out.update(update_features(raw))
+    r = raw.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=0, broker_epoch=-1)
+    out["allocate producer ids, stale epoch"] = (r.error_code, r.producer_id_start, r.producer_id_len)
+    r = raw.request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=7, broker_epoch=-1)
+    out["allocate producer ids, unknown broker"] = (r.error_code, r.producer_id_start, r.producer_id_len)
+    return out
+
+
+def update_features(raw: RawClient) -> dict[str, Any]:
+    """UpdateFeatures, which a ZooKeeper-mode Kafka 3.9 advertises: what it says to each kind of update."""
+    out: dict[str, Any] = {}
+    uf = request_type(ApiKey.UPDATE_FEATURES)
+    many = [(f, 3, False, 1) for f in ("metadata.version", "group.version", "kraft.version", "transaction.version",
+                                       "zz", "a", "B", "feature.with.a.longer.name", "x1", "x2", "x3", "x4", "x5")]
+    cases = {
+        "upgrade": [("metadata.version", 20, False, 1)],
+        "empty name": [("", 1, False, 1)],
+        "delete": [("group.version", 0, True, 2)],
+        "unsafe delete": [("group.version", 0, False, 3)],
+        "level 0 upgrade": [("group.version", 0, False, 1)],
+        "unknown upgrade type": [("group.version", 2, False, 7)],
+        "named twice": [("dup", 0, False, 1), ("dup", 4, True, 2)],
+        "many": many,
+        "none": [],
+    }
+    for version in (0, 1):
+        for case, updates in cases.items():
+            r = raw.request(ApiKey.UPDATE_FEATURES, version, timeout_ms=5000, validate_only=False, feature_updates=[
+                uf.FeatureUpdateKey(feature=f, max_version_level=level, allow_downgrade=down, upgrade_type=kind)
+                for f, level, down, kind in updates])
+            out[f"update features v{version} {case}"] = (r.error_code, r.error_message, [
+                (x.feature, x.error_code, x.error_message) for x in r.results])
     return out
 
 
