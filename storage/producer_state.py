@@ -90,11 +90,25 @@ class ProducerStateEntry:
     def last_offset_delta(self) -> int:
         return self.batches[-1].offset_delta if self.batches else 0
 
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int, transactional: bool = False
+                       ) -> BatchMetadata | None:
+        """The cached batch that this append retries, if any.
+
+        A transactional retry can only be of a batch of the transaction still open: a client does not
+        end a transaction before its batches are answered. A match with a batch of a transaction that a
+        marker already ended is therefore not a retry but a reuse of its sequence numbers, which
+        librdkafka does after abort_transaction() purges messages it had sent (possibly persisted) and
+        was about to retry. Kafka 3.9 answers such a batch as a duplicate and drops it, so the next
+        transaction commits without it; here the sequence check decides instead (OUT_OF_ORDER_SEQUENCE_NUMBER),
+        which makes the client abort and bump its epoch rather than lose the records.
+        """
         if epoch != self.producer_epoch:
             return None
         for b in self.batches:
             if b.first_seq == first_seq and b.last_seq == last_seq:
+                if transactional and (self.current_txn_first_offset is None
+                                      or b.first_offset < self.current_txn_first_offset):
+                    return None
                 return b
         return None
 
@@ -125,7 +139,8 @@ class ProducerStateManager:
                 pid, (entry.producer_epoch, entry.last_seq) if entry else (NO_PRODUCER_EPOCH, NO_SEQUENCE)
             )
             if from_client and entry is not None and not h.is_control:
-                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
+                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence,
+                                            h.is_transactional)
                 if dup is not None:
                     return dup
             if h.producer_epoch < epoch:
