@@ -5,6 +5,7 @@ come from ``--override`` and ``KAFKETTE_OVERRIDES``, typos refused; Ctrl-C stops
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tests.integration.test_devcluster import (
     PORTS_GUARD,
     PORTS_SHAPE,
     PORTS_TYPO,
+    REPO,
     DevClusterProcess,
     refused_run,
     single_broker_args,
@@ -58,6 +60,19 @@ def test_second_run_on_the_same_directory_and_ports_is_refused(running: Running)
     assert "refusing to start: another dev cluster" in second.stderr
     assert f"(pid {running.dev.proc.pid})" in second.stderr
     # Nothing of the refused run reached the running cluster's files.
+    assert running.logs() == before
+    assert running.dev.proc.poll() is None
+
+
+def test_make_run_while_one_is_up_refuses_with_a_nonzero_status(running: Running) -> None:
+    """The same refusal through the README's command: make passes the dev cluster's status on."""
+    before = running.logs()
+    run_args = " ".join([*running.args, "--dir", str(running.dev.data)])
+    second = subprocess.run(["make", "-s", "run", f"RUN_ARGS={run_args}"], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert second.returncode != 0, second.stdout + second.stderr
+    assert "refusing to start: another dev cluster" in second.stderr
+    assert "bootstrap servers" not in second.stdout + second.stderr
     assert running.logs() == before
     assert running.dev.proc.poll() is None
 
