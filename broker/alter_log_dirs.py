@@ -243,11 +243,15 @@ class AlterLogDirsManager:
         copied, reached_end = copy_round(current, future, max_bytes, False)
         self._copied(copied)
         if reached_end and future.log_end_offset == current.log_end_offset:
-            moved = self.log_manager.replace_current_with_future(*tp)
+            lm = self.log_manager
+            source = lm.log_dir_of(*tp)
+            moved = lm.replace_current_with_future(*tp)
             p.replace_log_with_future(moved)
             self.moving.pop(tp, None)
-            log.info("moved %s-%d to %s (log end offset %d)", tp[0], tp[1], self.log_manager.log_dir_of(*tp),
-                     moved.log_end_offset)
+            target = lm.log_dir_of(*tp)
+            log.info("moved %s-%d to %s (log end offset %d)", tp[0], tp[1], target, moved.log_end_offset)
+            if source is not None and target is not None:
+                await asyncio.get_running_loop().run_in_executor(None, lm.checkpoint_after_move, *tp, source, target)
 
     def _copied(self, n: int) -> None:
         if n:

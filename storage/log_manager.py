@@ -634,7 +634,8 @@ class LogManager:
     def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
         """Kafka's replaceCurrentWithFutureLog: the future log, caught up with the current one, becomes the
         partition's log in its dir; the current log's directory is renamed ``-delete``. Returns the new
-        current log (the future log reopened under its final name).
+        current log (the future log reopened under its final name). ``checkpoint_after_move`` then
+        rewrites the two dirs' checkpoints (off the event loop: until then they are merely stale).
 
         The caller makes sure nothing appends to the current log meanwhile (it runs on the event loop, which
         does every append); both logs' locks are held throughout, so a truncation or flush in a thread
@@ -670,15 +671,19 @@ class LogManager:
                 self._logs[tp] = moved
                 self._dir_of[tp] = dest_dir
                 with self._guard(src_dir):
-                    src.close()
+                    src.close_quietly()  # its files go: no producer snapshot to write
                     self._rename_for_deletion(src_dir, src.dir_path, src)
-        self._move_cleaner_offset(tp, src_dir, dest_dir)
-        for d in (src_dir, dest_dir):
-            self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, only=d)
-            self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, only=d)
         log.info("the current replica of %s-%d in %s is replaced with the future replica in %s", topic, partition,
                  src_dir, dest_dir)
         return moved
+
+    def checkpoint_after_move(self, topic: str, partition: int, src_dir: str, dest_dir: str) -> None:
+        """After ``replace_current_with_future``: the partition's cleaner offset moves with it and both dirs'
+        recovery point and log start checkpoints are rewritten (as Kafka's replaceCurrentWithFutureLog)."""
+        self._move_cleaner_offset((topic, partition), src_dir, dest_dir)
+        for d in (src_dir, dest_dir):
+            self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, only=d)
+            self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, only=d)
 
     def _move_cleaner_offset(self, tp: TopicPartition, src_dir: str, dest_dir: str) -> None:
         """Kafka's LogCleaner.alterCheckpointDir: the partition's cleaner offset follows it."""
