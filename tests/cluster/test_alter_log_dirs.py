@@ -4,7 +4,7 @@ Two brokers with two log dirs each (broker 1 has a third, unusable one: a file w
 offline from the start), real ZooKeeper, kafka-python's admin client, producer and consumer. A move copies
 the replica into a ``<topic>-<partition>.<uuid>-future`` directory, then swaps it in: afterwards every
 acknowledged record is read back, the files are in the new dir and nothing of the partition is left in
-the old one.
+the old one. Kafka 3.9's own kafka-reassign-partitions and kafka-log-dirs drive and show the same moves.
 """
 
 from __future__ import annotations
@@ -117,6 +117,22 @@ def assert_files_moved(source: str, target: str, topic: str, partition: int) -> 
                lambda: f"nothing of {topic}-{partition} left in {source}: {entries(source, topic, partition)}")
 
 
+def produce(bootstrap: str, topic: str, count: int, size: int = 1000) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, batch_size=32 * 1024)
+    try:
+        for i in range(count):
+            producer.send(topic, key=str(i).encode(), value=f"{i}:".encode().ljust(size, b"x"), partition=0)
+        producer.flush(60)
+    finally:
+        producer.close(10)
+
+
+def read_values(bootstrap: str, topic: str) -> list[bytes]:
+    return [v for _o, v in read_all(bootstrap, topic, 1)[0]]
+
+
 # ------------------------------------------------------------------------------------------------
 # Tests
 
@@ -193,3 +209,46 @@ def test_errors_and_no_ops_as_kafka(cluster: Any, dirs: dict[int, list[str]]) ->
         wait_until(lambda: current_dir(b0.bootstrap, other, 0) is not None, 60, f"broker 0 hosting {other}-0")
         assert current_dir(b0.bootstrap, other, 0) == wish
         assert entries(wish, other, 0) == [f"{other}-0"]
+
+
+def test_kafka_reassign_partitions_with_log_dirs(cluster: Any, dirs: dict[int, list[str]], tmp_path: Path) -> None:
+    """Kafka 3.9's own kafka-reassign-partitions moves replicas named with "log_dirs" (it sends
+    AlterReplicaLogDirs, then --verify follows the moves through DescribeLogDirs and clears the throttles);
+    kafka-log-dirs --describe lists where each replica is."""
+    import json
+
+    from tests.kafka_dist import run_java
+
+    topic = unique("tool")
+    brokers = cluster.brokers
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, assignment={0: [0, 1]})
+    produce(cluster.bootstrap, topic, 500)
+    sources = {b: current_dir(brokers[b].bootstrap, topic, 0) for b in (0, 1)}
+    targets = {b: next(d for d in dirs[b][:2] if d != sources[b]) for b in (0, 1)}
+    plan = tmp_path / "reassignment.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [0, 1], "log_dirs": [targets[0], targets[1]]}]}))
+    tool = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    out = run_java(tool, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan), "--execute")
+    assert out.count("Successfully started moving log directory to") == 2, out
+
+    def verified() -> str | None:
+        text = run_java(tool, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan),
+                        "--verify")
+        done = f"Reassignment of partition {topic}-0 is completed." in text
+        return text if done and text.count("completed successfully") == 2 else None  # and both replicas
+
+    out = wait_until(verified, 120, "kafka-reassign-partitions --verify to report the moves done", interval=1)
+    assert "Clearing broker-level throttles" in out, out
+    for b in (0, 1):
+        assert moved(brokers[b].bootstrap, topic, 0, targets[b])
+        assert_files_moved(sources[b], targets[b], topic, 0)
+    described = json.loads(run_java("org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", cluster.bootstrap,
+                                    "--describe", "--topic-list", topic).strip().splitlines()[-1])
+    where = {(b["broker"], d["logDir"]): [(p["partition"], p["isFuture"]) for p in d["partitions"]]
+             for b in described["brokers"] for d in b["logDirs"]}
+    for b in (0, 1):
+        assert where[(b, targets[b])] == [(f"{topic}-0", False)], described
+        assert where[(b, sources[b])] == [], described
+    assert [v.split(b":")[0] for v in read_values(cluster.bootstrap, topic)] == [str(i).encode() for i in range(500)]
