@@ -204,14 +204,8 @@ def kafka_python_consume(bootstrap: str, topic: str, count: int, timeout: float 
 
 
 def kafka_python_commit(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:
-    from kafka import KafkaConsumer, TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
-    finally:
-        consumer.close()
+    committer = KafkaPythonCommitter(bootstrap, topic, group, offsets)
+    committer.close()
 
 
 def kafka_python_committed(bootstrap: str, topic: str, group: str) -> dict[int, int]:
@@ -235,3 +229,22 @@ def end_offsets(records: list[Record]) -> dict[int, int]:
     for p, o, _, _ in records:
         ends[p] = max(ends.get(p, 0), o + 1)
     return ends
+
+
+class KafkaPythonCommitter:
+    """A kafka-python consumer that commits fixed offsets for a group each time ``commit()`` is called
+    (once at start), outside any generation as a consumer with assigned partitions does."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+        self.offsets = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+        self.commit()
+
+    def commit(self) -> None:
+        self.consumer.commit(self.offsets)
+
+    def close(self) -> None:
+        self.consumer.close()
