@@ -43,8 +43,6 @@ from protocol.records import NewRecord, build_batch
 from tests.integration.helpers import RawClient, wait_until
 from tests.integration.old_versions_helpers import fetch_old, produce_old
 
-pytestmark = pytest.mark.slow  # Apache Kafka and a kafkette cluster, then a few hundred requests each
-
 RUN = f"ov{os.getpid()}"
 STARTED_MS = int(time.time() * 1000)
 TS = 1_700_000_000_000
