@@ -2,11 +2,15 @@
 
 Kafka describes every request and response in a JSON schema (fields, types, the versions each field
 exists in, nullability, tagged fields, flexible versions). The client library kafka-python ships
-those schemas as package data; ``protocol/schemas/`` holds the inter-broker ones it lacks. Rather
-than interpret a schema field by field for every message, we generate one small Python function
-per (struct, version) the first time it is needed and ``exec`` it: the generated code is straight
-``struct.unpack_from`` / ``pack`` calls with no per-field dispatch, one call per run of fixed-size
-fields (BENCHMARKS.md measures it against kafka-python's codec).
+Kafka 4's schemas as package data. ``protocol/schemas/``, read first, holds the rest: the
+inter-broker schemas kafka-python lacks (LeaderAndIsr, UpdateMetadata, StopReplica, AlterPartition,
+Envelope, ...), the KIP-848 group APIs, the internal topics' key/value schemas (``__consumer_offsets``,
+``__transaction_state``), and Kafka 3.9's schemas of the APIs whose old versions Kafka 4 dropped
+(Produce v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit/OffsetFetch v0, ...), which take the place of
+kafka-python's. Rather than interpret a schema field by field for every message, we generate one
+small Python function per (struct, version) the first time it is needed and ``exec`` it: the
+generated code is straight ``struct.unpack_from`` / ``pack`` calls with no per-field dispatch, one
+call per run of fixed-size fields (BENCHMARKS.md measures it against kafka-python's codec).
 
 Decoded messages are instances of generated ``Struct`` subclasses with ``__slots__`` named after the
 fields in snake_case (``TopicData`` -> ``topic_data``). Fields a version does not carry keep their
