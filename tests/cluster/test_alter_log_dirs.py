@@ -4,7 +4,9 @@ Two brokers with two log dirs each (broker 1 has a third, unusable one: a file w
 offline from the start), real ZooKeeper, kafka-python's admin client, producer and consumer. A move copies
 the replica into a ``<topic>-<partition>.<uuid>-future`` directory, then swaps it in: afterwards every
 acknowledged record is read back, the files are in the new dir and nothing of the partition is left in
-the old one. Kafka 3.9's own kafka-reassign-partitions and kafka-log-dirs drive and show the same moves.
+the old one. The copy rate is capped with ``replica.alter.log.dirs.io.max.bytes.per.second`` (a dynamic
+broker config, set as ``kafka-reassign-partitions --replica-alter-log-dirs-throttle`` sets it) so that a
+move in progress can be watched through DescribeLogDirs, cancelled, and interrupted by a broker restart.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from broker.alter_log_dirs import RATE_CONFIG
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from tests.cluster.helpers import (
@@ -25,6 +28,7 @@ from tests.cluster.helpers import (
     RawClient,
     overrides,
     read_all,
+    start_broker,
     unique,
     verify,
     verify_live,
@@ -100,6 +104,16 @@ def alter(admin: Admin, moves: dict[tuple[str, int, int], str]) -> dict[tuple[st
     """kafka-python's alter_replica_log_dirs: (topic, partition, broker) -> dir; the error names back."""
     result = admin.client.alter_replica_log_dirs(moves)
     return {(r.topic, r.partition, r.broker_id): err.__name__ for r, err in result.items()}
+
+
+def throttle(admin: Admin, broker_id: int, rate: int | None) -> None:
+    """Set (or remove) the broker's dynamic replica.alter.log.dirs.io.max.bytes.per.second."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    value = ("DELETE", None) if rate is None else ("SET", str(rate))
+    result = admin.client.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(broker_id),
+                                                        {RATE_CONFIG: value})], raise_on_unknown=False)
+    assert result == {"broker": {str(broker_id): "OK"}}, result
 
 
 def entries(log_dir: str, topic: str, partition: int) -> list[str]:
@@ -209,6 +223,88 @@ def test_errors_and_no_ops_as_kafka(cluster: Any, dirs: dict[int, list[str]]) ->
         wait_until(lambda: current_dir(b0.bootstrap, other, 0) is not None, 60, f"broker 0 hosting {other}-0")
         assert current_dir(b0.bootstrap, other, 0) == wish
         assert entries(wish, other, 0) == [f"{other}-0"]
+
+
+def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Any, dirs: dict[int, list[str]]
+                                                                      ) -> None:
+    topic = unique("watch")
+    b0 = cluster.brokers[0]
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, assignment={0: [0]})
+        produce(cluster.bootstrap, topic, 3000)  # about 3 MB
+        source = current_dir(b0.bootstrap, topic, 0)
+        assert source is not None
+        target = next(d for d in dirs[0] if d != source)
+        throttle(admin, 0, 200_000)
+        try:
+            assert alter(admin, {(topic, 0, 0): target}) == {(topic, 0, 0): "NoError"}
+
+            def future() -> Any:
+                logs = dict((d, p) for d, p in replicas_of(b0.bootstrap, topic, 0) if p.is_future_key)
+                return logs.get(target)
+
+            first = wait_until(lambda: (lambda f: f if f is not None and f.partition_size > 0 else None)(future()),
+                               30, "the future replica with data")
+            cur = dict(replicas_of(b0.bootstrap, topic, 0))[source]
+            assert not cur.is_future_key and cur.offset_lag == 0
+            assert 0 < first.offset_lag < 3000 and first.partition_size < cur.partition_size
+            assert [e for e in entries(target, topic, 0) if e.endswith("-future")], entries(target, topic, 0)
+            # It advances while throttled: the lag shrinks.
+            wait_until(lambda: (lambda f: f is not None and f.offset_lag < first.offset_lag)(future()), 30,
+                       "the future replica catching up")
+            # Every DescribeLogDirs version shows it (is_future_key and offset_lag are in v0).
+            for v in range(5):
+                futures = [(d, p.is_future_key) for d, res in describe(b0.bootstrap, v).items() for t in res.topics
+                           if t.name == topic for p in t.partitions if p.is_future_key]
+                assert futures == [(target, True)], (v, futures)
+
+            # Moving it back to where it is cancels the move: the future replica goes.
+            assert alter(admin, {(topic, 0, 0): source}) == {(topic, 0, 0): "NoError"}
+            wait_until(lambda: moved(b0.bootstrap, topic, 0, source), 30, "the move cancelled")
+            wait_until(lambda: not entries(target, topic, 0), 30, f"the future directory gone from {target}")
+
+            # Again, then without the throttle it finishes.
+            assert alter(admin, {(topic, 0, 0): target}) == {(topic, 0, 0): "NoError"}
+            wait_until(lambda: future() is not None, 30, "the future replica again")
+        finally:
+            throttle(admin, 0, None)
+        wait_until(lambda: moved(b0.bootstrap, topic, 0, target), 60, f"{topic}-0 moved to {target}")
+        values = read_values(cluster.bootstrap, topic)
+        assert [v.split(b":")[0] for v in values] == [str(i).encode() for i in range(3000)]
+        assert_files_moved(source, target, topic, 0)
+
+
+def test_a_move_survives_a_broker_restart(cluster: Any, dirs: dict[int, list[str]]) -> None:
+    topic = unique("resume")
+    b0 = cluster.brokers[0]
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, assignment={0: [0]})
+        produce(cluster.bootstrap, topic, 1500)
+        source = current_dir(b0.bootstrap, topic, 0)
+        assert source is not None
+        target = next(d for d in dirs[0] if d != source)
+        throttle(admin, 0, 1)  # one round of the copy, then (almost) nothing
+        try:
+            assert alter(admin, {(topic, 0, 0): target}) == {(topic, 0, 0): "NoError"}
+            before = wait_until(lambda: [(d, p) for d, p in replicas_of(b0.bootstrap, topic, 0)
+                                         if p.is_future_key and p.partition_size > 0], 30, "a partial copy")
+            future_dirs = [e for e in entries(target, topic, 0) if e.endswith("-future")]
+            assert len(future_dirs) == 1
+
+            b0.stop()
+            start_broker(b0)
+            # The same future directory is loaded again and the move goes on from where it was.
+            after = wait_until(lambda: [(d, p) for d, p in replicas_of(b0.bootstrap, topic, 0) if p.is_future_key],
+                               60, "the future replica after the restart")
+            assert after[0][0] == target and after[0][1].partition_size >= before[0][1].partition_size
+            assert [e for e in entries(target, topic, 0) if e.endswith("-future")] == future_dirs
+            wait_until(lambda: "resuming the move of" in b0.log_text(), 30, "the move resumed")
+        finally:
+            throttle(admin, 0, None)
+        wait_until(lambda: moved(b0.bootstrap, topic, 0, target), 60, f"{topic}-0 moved to {target}")
+        values = read_values(cluster.bootstrap, topic)
+        assert [v.split(b":")[0] for v in values] == [str(i).encode() for i in range(1500)]
+        assert_files_moved(source, target, topic, 0)
 
 
 def test_kafka_reassign_partitions_with_log_dirs(cluster: Any, dirs: dict[int, list[str]], tmp_path: Path) -> None:
