@@ -7,6 +7,7 @@ acknowledged record is read back, the files are in the new dir and nothing of th
 the old one. The copy rate is capped with ``replica.alter.log.dirs.io.max.bytes.per.second`` (a dynamic
 broker config, set as ``kafka-reassign-partitions --replica-alter-log-dirs-throttle`` sets it) so that a
 move in progress can be watched through DescribeLogDirs, cancelled, and interrupted by a broker restart.
+Kafka 3.9's own kafka-reassign-partitions and kafka-log-dirs drive and show the same moves.
 """
 
 from __future__ import annotations
