@@ -40,7 +40,7 @@ from broker.quota.mutation import (
     StrictMutationQuota,
     current_mutation_quota,
 )
-from protocol.api_versions import REFUSED, ApiKey
+from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
 from protocol.messages import (
@@ -50,7 +50,6 @@ from protocol.messages import (
     encode_response,
     peek_header,
     request_type,
-    response_type,
     unsupported_api_versions_response,
 )
 from protocol.schema import FileRegion, FileRegions, Struct
@@ -68,8 +67,11 @@ CONTROL_PLANE_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, A
 # KIP-511: client software name and version must look like this, else INVALID_REQUEST.
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
-# Answered without counting against request quotas, as Kafka answers them: controller and inter-broker
-# requests (its ApiKeys with clusterAction) and SASL authentication (done before requests are served).
+# Answered without counting against request quotas, as Kafka answers them: the controller and
+# inter-broker requests whose KafkaApis handlers answer with sendResponseExemptThrottle, and SASL
+# authentication (done before requests are served). Not every clusterAction API is exempt: Kafka 3.9
+# answers AllocateProducerIds and UpdateFeatures with sendResponseMaybeThrottle (in ZooKeeper and KRaft
+# mode alike), so they count and may be throttled, here as there.
 QUOTA_EXEMPT_APIS = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
     ApiKey.WRITE_TXN_MARKERS, ApiKey.ALTER_PARTITION, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -116,12 +118,9 @@ class KafkaApis:
                 what = "request"
             raise ProtocolError(f"malformed {what}: {e}") from None
         hdr = request.header
-        refused = REFUSED.get(hdr.api_key)  # type: ignore[call-overload]
         handler = self.handlers.get(hdr.api_key)
         started = time.monotonic()
-        if refused and refused[0] <= hdr.api_version <= refused[1]:
-            body = self.refuse(request)
-        elif handler is None:
+        if handler is None:
             raise ProtocolError(f"api key {hdr.api_key} is not served by this broker")
         elif decode_started and quotas is not None and quotas.active and hdr.api_key not in QUOTA_EXEMPT_APIS:
             decode_ns = time.perf_counter_ns() - decode_started
@@ -256,16 +255,6 @@ class KafkaApis:
         header, pos = decode_request_header(frame)
         body, _end = request_type(header.api_key).decode(frame, header.api_version, pos, exact=False)
         return Request(header, body, len(frame))
-
-    def refuse(self, request: Request) -> Any:
-        """Produce v0-2: advertised for librdkafka's sake, answered UNSUPPORTED_VERSION per partition."""
-        mt = response_type(ApiKey.PRODUCE)
-        return mt(responses=[
-            mt.TopicProduceResponse(name=t.name, partition_responses=[
-                mt.PartitionProduceResponse(index=p.index, error_code=ErrorCode.UNSUPPORTED_VERSION,
-                                            base_offset=-1)
-                for p in t.partition_data])
-            for t in request.body.topic_data])
 
     async def handle_api_versions(self, conn: Connection, request: Request) -> Any:
         body = request.body
