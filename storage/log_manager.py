@@ -419,11 +419,17 @@ class LogManager:
         del self._future_path[tp]
         return lg
 
-    @staticmethod
-    def _unlink_future(lg: PartitionLog) -> None:
-        """Remove the symlink a closed future log was opened through."""
+    def _unlink_future(self, lg: PartitionLog) -> None:
+        """Remove the symlink a closed future log was opened through, and the links' directory with the
+        last one (so that only a broker killed during a move leaves an empty directory behind)."""
         with contextlib.suppress(OSError):
             os.unlink(lg.dir_path)
+        with self._lock:  # create_future_log opens its link under this lock
+            links = self._future_links
+            if links is not None and not self._future:
+                with contextlib.suppress(OSError):
+                    os.rmdir(links)
+                    self._future_links = None
 
     # ================================================================================ logs
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
