@@ -13,7 +13,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 cache="${INTEROP_CACHE:-$repo/.cache/interop}"
 bin="$cache/bin"
-# Burrow's version when it is built from the module proxy (no Debian package): its last release.
+# Burrow's version when it is built from the module proxy (no Debian package): its last release. Only
+# where the proxy serves github.com/linkedin/Burrow (the one this was tested with refuses it).
 burrow_module="github.com/linkedin/Burrow@v1.9.5"
 log="$cache/install.log"
 mkdir -p "$bin"
