@@ -14,10 +14,12 @@ Main pieces:
 * ``LogConfig``: a topic's effective configuration, topic overrides over broker defaults through the
   synonym chain, with the source of every value for DescribeConfigs.
 
-Configs Kafka 4.0 removed are not defined as broker configs (``log.message.format.version``,
-``log.message.timestamp.difference.max.ms``, ``log.message.downconversion.enable``,
-``offsets.commit.required.acks``); the three matching topic configs stay, flagged ``removed_in``,
-because the topic config set is exactly Kafka 3.9's and 3.x clients still send them.
+Configs Kafka 4.0 removed are flagged ``removed_in``. The three topic configs among them stay,
+because the topic config set is exactly Kafka 3.9's and 3.x clients still send them. Of their broker
+synonyms only ``log.message.downconversion.enable`` is defined, because kafkette still serves the
+Fetch versions it governs (v0-3, down-converted); ``log.message.format.version``,
+``log.message.timestamp.difference.max.ms`` and ``offsets.commit.required.acks`` are not, and a
+``server.properties`` that sets them gets them reported as unknown.
 """
 
 from __future__ import annotations
@@ -417,6 +419,7 @@ def _broker(
     mode: UpdateMode = RO,
     dynamic_only: bool = False,
     kafkette: bool = False,
+    removed_in: str | None = None,
 ) -> None:
     _define(
         ConfigDef(
@@ -429,6 +432,7 @@ def _broker(
             broker=True,
             update_mode=mode,
             dynamic_only=dynamic_only,
+            removed_in=removed_in,
             kafkette=kafkette,
         )
     )
@@ -507,7 +511,7 @@ _topic("max.message.bytes", T.INT, 1_048_588, "Largest record batch the topic ac
        validator=at_least(0), synonyms=["message.max.bytes"])
 _topic("message.downconversion.enable", T.BOOLEAN, True,
        "Whether fetches from old clients may be down-converted to old message formats.",
-       importance=L, removed_in="4.0")
+       importance=L, synonyms=["log.message.downconversion.enable"], removed_in="4.0")
 _topic("message.format.version", T.STRING, "3.0-IV1",
        "Legacy on-disk message format version; ignored since inter-broker protocol 3.0.",
        validator=METADATA_VERSION, removed_in="4.0")
@@ -672,6 +676,8 @@ _broker("log.message.timestamp.before.max.ms", T.LONG, INT64_MAX, "Default messa
         validator=at_least(0), mode=CW)
 _broker("log.message.timestamp.after.max.ms", T.LONG, INT64_MAX, "Default message.timestamp.after.max.ms.",
         validator=at_least(0), mode=CW)
+_broker("log.message.downconversion.enable", T.BOOLEAN, True, "Default message.downconversion.enable.",
+        importance=L, mode=CW, removed_in="4.0")
 _broker("log.local.retention.ms", T.LONG, -2, "Default local.retention.ms.", validator=at_least(-2), mode=CW)
 _broker("log.local.retention.bytes", T.LONG, -2, "Default local.retention.bytes.", validator=at_least(-2), mode=CW)
 _broker("remote.log.storage.system.enable", T.BOOLEAN, False, "Enable tiered storage support on this broker.")

@@ -157,6 +157,7 @@ KAFKA_DEFAULTS = [
     ("log.flush.start.offset.checkpoint.interval.ms", 60_000),
     ("log.preallocate", False),
     ("log.message.timestamp.type", "CreateTime"),
+    ("log.message.downconversion.enable", True),
     ("log.cleanup.policy", ("delete",)),
     ("num.recovery.threads.per.data.dir", 1),
     ("offsets.topic.num.partitions", 50),
@@ -201,6 +202,11 @@ KAFKA_DEFAULTS = [
 ]
 
 
+# Broker configs Kafka 4.0 removed that are defined all the same: Kafka 3.9 has them and kafkette still
+# serves what they govern (Fetch v0-3, down-converted unless log.message.downconversion.enable=false).
+SERVED_REMOVED_BROKER_CONFIGS = {"log.message.downconversion.enable"}
+
+
 # -- the registry itself ----------------------------------------------------------------------------
 
 
@@ -227,7 +233,9 @@ def test_every_definition_is_complete() -> None:
         for synonym in defn.synonyms:
             assert REGISTRY[synonym.name].broker, (name, synonym)
         if defn.removed_in is not None:
-            assert not defn.broker, f"{name}: broker configs Kafka 4.0 removed are not defined"
+            assert not defn.broker or name in SERVED_REMOVED_BROKER_CONFIGS, (
+                f"{name}: broker configs Kafka 4.0 removed are defined only while kafkette acts on them"
+            )
 
 
 def test_python_names_are_unique_and_do_not_shadow_methods() -> None:
@@ -290,6 +298,7 @@ def test_types_match_kafka(name: str, config_type: ConfigType) -> None:
         ("max.connections", UpdateMode.CLUSTER_WIDE),
         ("producer.id.expiration.ms", UpdateMode.CLUSTER_WIDE),
         ("leader.replication.throttled.rate", UpdateMode.CLUSTER_WIDE),
+        ("log.message.downconversion.enable", UpdateMode.CLUSTER_WIDE),
     ],
 )
 def test_update_modes_match_kafka(name: str, mode: UpdateMode) -> None:
@@ -309,6 +318,7 @@ def test_synonym_chains_match_kafka() -> None:
     assert names("max.message.bytes") == ["message.max.bytes"]
     assert names("min.insync.replicas") == ["min.insync.replicas"]
     assert names("message.timestamp.type") == ["log.message.timestamp.type"]
+    assert names("message.downconversion.enable") == ["log.message.downconversion.enable"]
     assert names("min.cleanable.dirty.ratio") == ["log.cleaner.min.cleanable.ratio"]
     assert names("file.delete.delay.ms") == ["log.segment.delete.delay.ms"]
     assert names("remote.storage.enable") == []
@@ -688,6 +698,46 @@ def test_topic_override_validation() -> None:
         LogConfig.from_broker(None, {"log.segment.bytes": "1000"})  # broker name, not a topic config
     lenient = LogConfig.from_broker(None, {"some.old.setting": "x", "retention.ms": "5"}, strict=False)
     assert lenient.unknown == {"some.old.setting": "x"} and lenient.retention_ms == 5
+
+
+def test_downconversion_falls_back_to_the_broker_config() -> None:
+    defn = REGISTRY["log.message.downconversion.enable"]
+    assert defn.broker and not defn.topic and defn.type is ConfigType.BOOLEAN and defn.removed_in == "4.0"
+
+    config = LogConfig.from_broker(BrokerConfig())
+    assert config.message_downconversion_enable is True
+    assert config.source_of("message.downconversion.enable") is ConfigSource.DEFAULT_CONFIG
+    assert config.synonyms("message.downconversion.enable") == [
+        ConfigSynonym("log.message.downconversion.enable", True, ConfigSource.DEFAULT_CONFIG)
+    ]
+
+    static = BrokerConfig({"log.message.downconversion.enable": "false"})
+    assert static.log_message_downconversion_enable is False
+    config = LogConfig.from_broker(static)
+    assert config.message_downconversion_enable is False
+    assert config.source_of("message.downconversion.enable") is ConfigSource.STATIC_BROKER_CONFIG
+    assert config.synonyms("message.downconversion.enable") == [
+        ConfigSynonym("log.message.downconversion.enable", False, ConfigSource.STATIC_BROKER_CONFIG),
+        ConfigSynonym("log.message.downconversion.enable", True, ConfigSource.DEFAULT_CONFIG),
+    ]
+
+    # A cluster-wide dynamic value beats the file; a topic override beats both.
+    dynamic = static.with_dynamic(dynamic_default={"log.message.downconversion.enable": "true"})
+    config = LogConfig.from_broker(dynamic)
+    assert config.message_downconversion_enable is True
+    assert config.source_of("message.downconversion.enable") is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    config = LogConfig.from_broker(static, {"message.downconversion.enable": "true"})
+    assert config.message_downconversion_enable is True
+    assert config.source_of("message.downconversion.enable") is ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert [s.source for s in config.synonyms("message.downconversion.enable")] == [
+        ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG,
+    ]
+    assert static.synonyms("log.message.downconversion.enable") == [
+        ConfigSynonym("log.message.downconversion.enable", False, ConfigSource.STATIC_BROKER_CONFIG),
+        ConfigSynonym("log.message.downconversion.enable", True, ConfigSource.DEFAULT_CONFIG),
+    ]
+    # The other removed broker synonyms stay unknown to the broker.
+    assert set(BrokerConfig({"log.message.format.version": "2.8"}).unknown) == {"log.message.format.version"}
 
 
 def test_legacy_timestamp_difference_applies_while_before_after_unset() -> None:
