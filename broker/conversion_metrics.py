@@ -5,8 +5,8 @@ Kafka 3.9 counts, per topic and for all topics, the records it converts (BrokerT
 for records down-converted for Fetch v0-3), and per request type (Produce, Fetch) two histograms
 (RequestMetrics ``MessageConversionsTimeMs`` and ``TemporaryMemoryBytes``). Kafka updates the
 histograms for every Produce and Fetch request, with 0 when nothing was converted; here only
-requests that converted something are recorded (``requests_without_conversion`` is left to the
-exporter, which counts Produce and Fetch requests anyway).
+requests that converted something are recorded, and the exporter adds the others as zeros from the
+request metrics, which count every Produce and Fetch request anyway (broker/metrics_conversions.py).
 
 As in Kafka's ``KafkaApis.updateRecordConversionStats``, a request's conversion time and temporary
 memory are those of the last partition it converted (each partition overwrites them).
@@ -49,6 +49,8 @@ class ConversionMetrics:
     #: topic -> records converted (ProduceMessageConversionsPerSec / FetchMessageConversionsPerSec).
     produce_conversions: dict[str, int] = field(default_factory=dict)
     fetch_conversions: dict[str, int] = field(default_factory=dict)
+    #: request type -> records converted, all topics (deleted ones included, as Kafka's all-topics meter).
+    all_topics: dict[str, int] = field(default_factory=lambda: {PRODUCE: 0, FETCH: 0})
     #: request type -> MessageConversionsTimeMs / TemporaryMemoryBytes observations.
     conversion_time_ms: dict[str, Observations] = field(
         default_factory=lambda: {PRODUCE: Observations(), FETCH: Observations()})
@@ -58,6 +60,7 @@ class ConversionMetrics:
     def converted(self, request: str, topic: str, records: int) -> None:
         counts = self.produce_conversions if request == PRODUCE else self.fetch_conversions
         counts[topic] = counts.get(topic, 0) + records
+        self.all_topics[request] += records
 
     def request_done(self, request: str, conversion_time_ns: int, temporary_memory_bytes: int) -> None:
         """A request that converted records: its (last partition's) time and temporary memory."""
@@ -65,7 +68,11 @@ class ConversionMetrics:
         self.temporary_memory_bytes[request].update(temporary_memory_bytes)
 
     def total(self, request: str) -> int:
-        return sum((self.produce_conversions if request == PRODUCE else self.fetch_conversions).values())
+        """Records converted for ``request`` since the broker started, every topic."""
+        return self.all_topics[request]
+
+    def topics(self) -> set[str]:
+        return set(self.produce_conversions) | set(self.fetch_conversions)
 
     def forget_topic(self, topic: str) -> None:
         self.produce_conversions.pop(topic, None)

@@ -20,8 +20,9 @@ a test checks that live brokers export every one.
 
 The endpoint is served by the broker's own event loop, so the collector reads broker objects without
 locks. The request path records only what cannot be read later: each request's phase times (one deque
-append) and its response's error codes (broker/metrics_requests.py); percentiles are computed here, at
-scrape time (broker/metrics_quantiles.py).
+append) and its response's error codes (broker/metrics_requests.py), and what Produce v0-2 and Fetch
+v0-3 converted (broker/conversion_metrics.py, exported by broker/metrics_conversions.py); percentiles
+are computed here, at scrape time (broker/metrics_quantiles.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from broker.conversion_metrics import ConversionMetrics, conversion_metrics_for
+from broker.metrics_conversions import conversion_counters, conversion_histograms
 from broker.metrics_kafka_exporter import cluster_metrics, group_metrics, partition_metrics
 from broker.metrics_quantiles import SummaryFamily, recent
 from broker.metrics_requests import RequestMetricsRegistry
@@ -188,13 +191,20 @@ class BrokerCollector:
                                        "Bytes appended from leaders by this broker's replica fetchers "
                                        "(ReplicationBytesInPerSec).",
                                        value=fetchers.replication_bytes_in if fetchers is not None else 0))
+        out += conversion_counters(self._conversions(), known | {t for t, _ in partitions})
         self.requests.forget_topics(known)
         return out
+
+    def _conversions(self) -> ConversionMetrics | None:
+        """Message format conversion counts (Produce v0-2, Fetch v0-3), kept per replica manager."""
+        rm = self.broker.replica_manager
+        return conversion_metrics_for(rm) if rm is not None else None
 
     def _network_metrics(self) -> list[Metric]:
         """Request handling (RequestMetrics, the event loop's idle share) and the socket server."""
         b = self.broker
         out = self.requests.collect()
+        out += conversion_histograms(self._conversions(), self.requests)
         out.append(CounterMetricFamily("kafka_server_socket_server_metrics_incoming_byte",
                                        "Bytes read from client sockets, every listener (incoming-byte-total).",
                                        value=b.stats.bytes_in))

@@ -305,3 +305,92 @@ def test_alert_rules_pass_promtool() -> None:
     result = subprocess.run([promtool, "check", "rules", str(REPO / "deploy/prometheus/alerts.yml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_message_conversion_metrics(cluster: object) -> None:
+    """kafka-python pinned to 0.10.1 produces with Produce v2 (message format v1, converted to v2) and reads
+    with Fetch v3 (down-converted to v1): Kafka's conversion meters count the records, per topic and for
+    all topics, and the conversion histograms count every Produce and Fetch request, as 0 when nothing
+    was converted."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    bs = cluster.bootstrap  # type: ignore[attr-defined]
+    t = unique("xconv")
+    ok("topics", "--create", "--bootstrap-server", bs, "--topic", t, "--partitions", "1",
+       "--replication-factor", "1")
+    produced = "kafka_server_brokertopicmetrics_producemessageconversions_total"
+    fetched = "kafka_server_brokertopicmetrics_fetchmessageconversions_total"
+
+    def all_topics(samples: Samples, name: str) -> float:
+        return sum(v for n, ls, v in samples if n == name and not ls)
+
+    before = everything(cluster)
+    records = 50
+    # Current-version produce requests to the same leader: requests that convert nothing.
+    current = KafkaProducer(bootstrap_servers=bs)
+    old = KafkaProducer(bootstrap_servers=bs, api_version=(0, 10, 1), linger_ms=100)
+    try:
+        for i in range(5):
+            current.send(t, b"current-%d" % i).get(timeout=20)
+        for i in range(records):
+            old.send(t, b"old-%d" % i)
+        old.flush(timeout=20)
+    finally:
+        current.close(timeout=5)
+        old.close(timeout=5)
+    leader = next(u for u in urls(cluster) if matching(scrape_all(u), produced, topic=t))
+
+    def fetches() -> float:
+        return matching(scrape_all(leader), "kafka_network_requestmetrics_totaltimems_count", request="Fetch")[0]
+
+    consumer = KafkaConsumer(bootstrap_servers=bs, api_version=(0, 10, 1), enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    read: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(t, 0)])
+
+        def all_read() -> bool:
+            for batch in consumer.poll(timeout_ms=300).values():
+                read.extend(m.value for m in batch)
+            return len(read) >= records + 5
+
+        wait_until(all_read, 30, "every record read back with Fetch v3")
+        # Then fetches that find nothing new, so convert nothing.
+        start = fetches()
+
+        def idle_fetches() -> bool:
+            consumer.poll(timeout_ms=200)
+            return fetches() >= start + 10
+
+        wait_until(idle_fetches, 30, "ten fetches without new records")
+    finally:
+        consumer.close()
+    assert sorted(read) == sorted([b"current-%d" % i for i in range(5)] + [b"old-%d" % i for i in range(records)])
+
+    # Both conversions are counted before their responses are sent: the scrape sees them.
+    samples = everything(cluster)
+    assert matching(samples, produced, topic=t) == [records]  # one broker leads the partition
+    assert all_topics(samples, produced) - all_topics(before, produced) == records
+    # Fetch v3 down-converts every record it returns, the current producer's included; a response that
+    # ends inside a batch has that batch converted again by the next fetch.
+    assert sum(matching(samples, fetched, topic=t)) >= records + 5
+    assert all_topics(samples, fetched) - all_topics(before, fetched) >= records + 5
+
+    for url in urls(cluster):
+        s = scrape_all(url)
+        for request in ("Produce", "Fetch"):
+            handled = matching(s, "kafka_network_requestmetrics_totaltimems_count", request=request)
+            for family in ("messageconversionstimems", "temporarymemorybytes"):
+                name = f"kafka_network_requestmetrics_{family}"
+                # Every request is in the histogram, those without a conversion too.
+                assert matching(s, f"{name}_count", request=request) == handled, (url, request, family)
+                values = [matching(s, name, request=request, quantile=q)[0] for q in QUANTILES]
+                assert values == sorted(values) and values[0] >= 0, (url, request, family, values)
+    s = scrape_all(leader)
+    memory = "kafka_network_requestmetrics_temporarymemorybytes"
+    for request in ("Produce", "Fetch"):
+        assert matching(s, f"{memory}_sum", request=request)[0] > 0, request
+        # Most of the leader's requests converted nothing (the current producer's five, the fetches
+        # that found no new records); the largest value is a conversion's.
+        assert matching(s, memory, request=request, quantile="0.50") == [0.0], request
+        assert matching(s, memory, request=request, quantile="0.999")[0] > 0, request
