@@ -68,7 +68,7 @@ if [ ! -x "$bin/Burrow" ]; then
     export DEBIAN_FRONTEND=noninteractive
     if ! apt-cache show burrow >/dev/null 2>&1; then
       say "apt-get update (looking for Debian's burrow) ..."
-      run_logged $SUDO apt-get update -qq
+      run_logged $SUDO apt-get update -qq -o DPkg::Lock::Timeout=300
     fi
     if apt-cache show burrow >/dev/null 2>&1; then
       say "installing Debian's burrow ..."
