@@ -752,6 +752,13 @@ _broker("replication.quota.window.num", T.INT, 11, "Samples kept for replication
         importance=L)
 _broker("replication.quota.window.size.seconds", T.INT, 1, "Length of one replication quota sample.",
         validator=at_least(1), importance=L)
+_broker("replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, INT64_MAX,
+        "Bytes/s cap on copying replicas between this broker's log dirs (AlterReplicaLogDirs).",
+        validator=at_least(0), mode=CW, dynamic_only=True)
+_broker("alter.log.dirs.replication.quota.window.num", T.INT, 11, "Samples kept for the alter-log-dirs quota.",
+        validator=at_least(1), importance=L)
+_broker("alter.log.dirs.replication.quota.window.size.seconds", T.INT, 1,
+        "Length of one alter-log-dirs quota sample.", validator=at_least(1), importance=L)
 _broker("quota.window.num", T.INT, 11, "Samples kept for client quotas.", validator=at_least(1), importance=L)
 _broker("quota.window.size.seconds", T.INT, 1, "Length of one client quota sample.", validator=at_least(1),
         importance=L)
