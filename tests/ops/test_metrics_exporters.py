@@ -5,7 +5,8 @@ the dashboards built on them; every line must be exported by a 3-broker cluster 
 and commit traffic. The other tests check that the values mean what Kafka's do: request phases that add
 up to the total, percentiles from observed latencies (a long-polling fetch shows its wait as remote
 time), failed produce requests and error counts, kafka_exporter's partition and group series (each from
-one broker), LogFlushStats after segment rolls, and ReplicaFetcherManager MaxLag behind a throttle.
+one broker), LogFlushStats after segment rolls, ReplicaFetcherManager MaxLag behind a throttle, and the
+message conversion meters and histograms moved by a kafka-python pinned to 0.10.1.
 """
 
 from __future__ import annotations
