@@ -31,6 +31,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.authorizer.api import CLUSTER_NAME, AclOperation, ResourceType
+from broker.internal_topics import INTERNAL_TOPICS, internal_topic_spec
 from broker.listeners import listener_config_name
 from broker.quota.mutation import record_controller_mutation
 from broker.request_authorization import (
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 # Partitions one CreateTopics or CreatePartitions request may create. Kafka's KRaft controller refuses
@@ -251,11 +251,17 @@ class AdminHandlers:
     async def auto_create(self, name: str) -> ErrorCode:
         if topic_name_error(name):
             return ErrorCode.INVALID_TOPIC_EXCEPTION
-        if name in INTERNAL_TOPICS:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         cfg = self.configs.config
-        code, _ = await self.create_topic(name, cfg.get("num.partitions"), cfg.get("default.replication.factor"),
-                                          None, {}, validate_only=False)
+        if name in INTERNAL_TOPICS:
+            # Kafka creates an internal topic a Metadata request names with its own partition count,
+            # replication factor and configs (Burrow, for one, looks up __consumer_offsets first).
+            parts, rf, configs = internal_topic_spec(cfg, name)
+            if len(self.metadata.brokers) < rf:
+                return ErrorCode.INVALID_REPLICATION_FACTOR
+            code, _ = await self.create_topic(name, parts, rf, None, configs, validate_only=False)
+        else:
+            code, _ = await self.create_topic(name, cfg.get("num.partitions"), cfg.get("default.replication.factor"),
+                                              None, {}, validate_only=False)
         if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
             return ErrorCode.LEADER_NOT_AVAILABLE
         log.warning("auto-creation of topic %s failed: %s", name, code.name)

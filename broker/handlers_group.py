@@ -48,6 +48,7 @@ from broker.group_metadata import (
     SyncResult,
     TopicPartition,
 )
+from broker.internal_topics import internal_topic_spec
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from broker.zk_consumer_offsets import ZkConsumerOffsets
 from protocol.api_versions import ApiKey
@@ -144,16 +145,7 @@ class GroupHandlers:
         """Create ``__consumer_offsets`` / ``__transaction_state`` on first use, like Kafka."""
         if topic in self.metadata.topics:
             return ErrorCode.NONE
-        cfg = self.config()
-        if topic == OFFSETS_TOPIC:
-            parts, rf = cfg.get("offsets.topic.num.partitions"), cfg.get("offsets.topic.replication.factor")
-            configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                       "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
-        else:
-            parts, rf = cfg.get("transaction.state.log.num.partitions"), cfg.get("transaction.state.log.replication.factor")
-            configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                       "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr")),
-                       "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))}
+        parts, rf, configs = internal_topic_spec(self.config(), topic)
         live = len(self.metadata.brokers)
         if live < rf:
             # Clients retry FindCoordinator every ~100 ms: say it once a minute. No live broker at all
