@@ -152,11 +152,6 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0, "DescribeTopicPartitions"),
 }
 
-# Versions advertised but answered with UNSUPPORTED_VERSION by broker/kafka_apis.py: none since Produce
-# v0-2 are implemented (Kafka 4.1 refuses them; Kafka 3.9 converts their message formats).
-REFUSED: dict[ApiKey, tuple[int, int]] = {}
-
-
 def version_range(api_key: int) -> tuple[int, int] | None:
     entry = SUPPORTED.get(api_key)  # type: ignore[call-overload]
     return (entry[0], entry[1]) if entry else None

@@ -52,11 +52,6 @@ def _load_json_text(text: str) -> dict[str, Any]:
     return doc
 
 
-# Kafka 4 dropped Produce v0-2 from its schemas but still advertises them (KAFKA-18659); their fields
-# are v3's minus TransactionalId, which the schema already marks "3+", so widening the range is exact.
-_VALID_VERSIONS_OVERRIDE = {"ProduceRequest": "0-13", "ProduceResponse": "0-13"}
-
-
 @cache
 def load_schema(name: str) -> dict[str, Any]:
     """The JSON schema of message ``name`` (e.g. ``"ProduceRequest"``), ours first, then Kafka's."""
@@ -67,10 +62,7 @@ def load_schema(name: str) -> dict[str, Any]:
         text = importlib.resources.files("kafka.protocol.schemas.resources").joinpath(f"{name}.json").read_text()
     except FileNotFoundError:
         raise KeyError(f"no schema for message {name!r}") from None
-    data = _load_json_text(text)
-    if name in _VALID_VERSIONS_OVERRIDE:
-        data["validVersions"] = _VALID_VERSIONS_OVERRIDE[name]
-    return data
+    return _load_json_text(text)
 
 
 def parse_versions(spec: str | None) -> tuple[int, int] | None:
