@@ -15,6 +15,10 @@ TOPIC_AUTHORIZATION_FAILED; the others are served as if the refused ones were no
 
 Old versions (Produce v0-2 with message formats v0/v1, Fetch v0-9, ListOffsets v0) take the paths of
 broker/old_versions_data.py; the current versions' paths pay one version comparison for them.
+
+Transactional Produce requests go through KIP-890 verification first when
+``transaction.partition.verification.enable`` is on (broker/txn_verification.py). A partition whose
+transaction is already open here costs no question to the coordinator.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ from broker.fetch_session import TOPIC_IDS_SINCE
 from broker.old_versions_data import OldVersionData
 from broker.replica_manager import _has_transactional_batch
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
+from broker.txn_verification import CONFIG as VERIFICATION_ENABLE
+from broker.txn_verification import TxnVerifier, transactional_batch_producer, verify_produce
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
+from storage.producer_state import REQUEST_VERIFICATION_GUARDS
 
 if TYPE_CHECKING:
     from broker.connection import Connection
@@ -60,9 +67,10 @@ class DataApis:
     """The data-path APIs, served by the replica manager."""
 
     def __init__(self, replica_manager: ReplicaManager, auth: RequestAuthorizer = ALLOW_ALL,
-                 conversions: ConversionMetrics | None = None) -> None:
+                 conversions: ConversionMetrics | None = None, verifier: TxnVerifier | None = None) -> None:
         self.rm = replica_manager
         self.auth = auth
+        self.verifier = verifier  # KIP-890 verification; None: transactional batches are appended unverified
         # Kafka's message conversion metrics (broker/conversion_metrics.py), one set per broker.
         self.conversions = conversions if conversions is not None else conversion_metrics_for(replica_manager)
         self.old = OldVersionData(replica_manager, self.conversions)
@@ -79,12 +87,13 @@ class DataApis:
         auth = self.auth
         # The current versions call the replica manager directly: no extra call on the fast path.
         append = self.rm.append_records if req.api_version > 2 else self._append_old
-        if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data) and (
-                b.transactional_id is None
-                or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID, b.transactional_id)):
-            if b.acks == 0:
-                raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
-            return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data):
+            if b.transactional_id is None or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                                b.transactional_id):
+                if b.acks == 0:
+                    raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
+                return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            append = self._append_transactional
         if not auth.enabled:
             return await append(b, req.api_version)
         allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
@@ -101,6 +110,58 @@ class DataApis:
             _PRODUCE.PartitionProduceResponse(index=p.index, error_code=_DENIED, base_offset=-1,
                                               log_append_time_ms=-1, log_start_offset=-1)
             for p in t.partition_data]) for t in refused)
+        return resp
+
+    async def _append_transactional(self, body: Any, version: int) -> Any:
+        """Kafka's ReplicaManager.handleProduceAppend: one producer per request, then KIP-890
+        verification of the partitions its transaction has not reached yet, then the append of the
+        partitions that passed (with their guards: storage/producer_state.py)."""
+        rm = self.rm
+        batches: dict[tuple[str, int], int] = {}
+        producers: set[tuple[int, int]] = set()
+        for t in body.topic_data:
+            for pd in t.partition_data:
+                producer = transactional_batch_producer(pd.records)
+                if producer is not None:
+                    producers.add(producer[:2])
+                    batches[(t.name, pd.index)] = producer[2]
+        if len(producers) > 1:
+            # "Transactional records contained more than one producer ID": the whole request fails.
+            if body.acks == 0:
+                raise CloseConnection()
+            return _produce_refused(body, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not producers or self.verifier is None or not rm.config.get(VERIFICATION_ENABLE):
+            return await rm.append_records(body, version)
+        ((producer_id, producer_epoch),) = producers
+        checked = await verify_produce(rm, self.verifier, body.transactional_id, producer_id, producer_epoch,
+                                       batches.items(), version)
+        errors = checked.errors
+        if errors:
+            # The refused partitions are answered without an append; the others go on.
+            kept = []
+            for t in body.topic_data:
+                t.partition_data = [pd for pd in t.partition_data if (t.name, pd.index) not in errors]
+                if t.partition_data:
+                    kept.append(t)
+            body.topic_data = kept
+        token = REQUEST_VERIFICATION_GUARDS.set(checked.guards)
+        try:
+            resp = await rm.append_records(body, version)
+        finally:
+            REQUEST_VERIFICATION_GUARDS.reset(token)
+        if not errors:
+            return resp
+        if body.acks == 0:
+            raise CloseConnection()  # acks=0 has no response: Kafka closes the connection on an error
+        by_topic = {tr.name: tr for tr in resp.responses}
+        for (topic, index), (code, message) in errors.items():
+            tr = by_topic.get(topic)
+            if tr is None:
+                tr = by_topic[topic] = _PRODUCE.TopicProduceResponse(name=topic, partition_responses=[])
+                resp.responses.append(tr)
+            tr.partition_responses.append(_PRODUCE.PartitionProduceResponse(
+                index=index, error_code=code, error_message=message, base_offset=-1, log_append_time_ms=-1,
+                log_start_offset=-1))
         return resp
 
     async def fetch(self, conn: Connection, req: Request, convert: bool = True) -> Any:

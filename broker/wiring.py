@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
     from broker.replication_quota import ReplicationQuota
     from broker.txn_coordinator import TransactionCoordinator
+    from broker.txn_verification import TxnVerifier
     from controller.controller import KafkaController
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class BrokerComponents:
     group_coordinator: GroupCoordinator | None = None
     groups: GroupHandlers | None = None
     txn_coordinator: TransactionCoordinator | None = None
+    txn_verifier: TxnVerifier | None = None  # KIP-890: leaders ask the coordinator before transactional appends
     controller_services: ControllerServices | None = None
     metrics: MetricsServer | None = None
     authorizer: Authorizer | None = None  # None: authorizer.class.name is empty (everything allowed)
@@ -94,6 +96,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     from broker.security.inter_broker import inter_broker_security
     from broker.txn_broker_side import start_transaction_coordinator
     from broker.txn_markers import TxnMarkerWriter
+    from broker.txn_verification import TxnVerifier
 
     c = broker.components
     assert broker.log_manager is not None and broker.zk is not None
@@ -128,7 +131,10 @@ async def build_components(broker: Broker) -> ReplicaManager:
     broker.replica_manager = rm
     await c.isr_manager.start()
     c.log_dir_mover.start()
-    DataApis(rm, auth).register(broker.apis)
+    c.txn_verifier = TxnVerifier(broker.broker_id, broker.metadata, broker.inter_broker_listener,
+                                 lambda: c.txn_coordinator, broker.config.get("request.timeout.ms"),
+                                 inter_broker_security(broker.config, broker.inter_broker_listener))
+    DataApis(rm, auth, verifier=c.txn_verifier).register(broker.apis)
     assert broker.zk is not None
     c.controller_requests = ControllerRequestState(lambda: broker.broker_epoch, broker.zk, broker.zk_call)
     ControllerApis(c.controller_requests, rm, broker.metadata, c.metadata_waiters,
@@ -181,6 +187,9 @@ async def stop_components(broker: Broker) -> None:
     isr, c.isr_manager = c.isr_manager, None
     if isr is not None:
         await isr.stop()
+    verifier, c.txn_verifier = c.txn_verifier, None
+    if verifier is not None:
+        verifier.close()  # waiting produce requests are answered NETWORK_EXCEPTION
     txn, c.txn_coordinator = c.txn_coordinator, None
     try:
         if txn is not None:

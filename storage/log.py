@@ -50,7 +50,7 @@ from storage.errors import (
 )
 from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors
 from storage.leader_epoch import LeaderEpochFileCache
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import REQUEST_VERIFICATION_GUARDS, ProducerStateManager, VerificationGuard
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -597,7 +597,10 @@ class PartitionLog:
                     has_producers = True
                     break
             if has_producers:
-                dup = ps.check_append(headers, from_client=from_client)
+                # KIP-890: the guards of the produce request being served (None: not verifying).
+                guards = REQUEST_VERIFICATION_GUARDS.get() if from_client else None
+                dup = ps.check_append(headers, from_client=from_client, verify_txn=guards is not None,
+                                      request_guard=guards.get((self.topic, self.partition)) if guards else None)
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset,
                                       log_append_time_ms, self._log_start_offset, 0, 0, duplicate=True)
@@ -661,6 +664,16 @@ class PartitionLog:
                 self.flush()
             return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, log_append_time_ms,
                               self._log_start_offset, count, len(mv))
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                             epoch: int) -> VerificationGuard | None:
+        """The guard an append of the producer's transactional batch must present, or None when its
+        transaction is already open here and needs no verification (Kafka's UnifiedLog method)."""
+        with self._lock:
+            ps = self.producer_state
+            if ps.has_ongoing_transaction(producer_id):
+                return None
+            return ps.maybe_create_verification_state_entry(producer_id, sequence, epoch, self.clock()).guard
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         self.leader_epoch_cache.assign(epoch, start_offset, flush=False)

@@ -4,6 +4,19 @@ For every producer id the log remembers the last five appended batches (first/la
 to answer a retried batch with its original offsets and to reject gaps in the sequence; and the first
 offset of its open transaction, which bounds the last stable offset (LSO).
 
+KIP-890 part 1 (transaction verification): before a producer's first transactional batch of a
+transaction is appended to a partition, the leader asks the transaction coordinator whether the partition
+is in the transaction. A ``VerificationGuard`` ties that question to its answer. It is created with the
+producer's ``VerificationStateEntry`` when the question is asked, and the append must present it. Any
+transactional append or marker for the producer removes the entry. So if a marker ends the producer's
+transaction while the question is out, the old guard no longer matches, and the late batch is refused
+rather than opening a transaction the coordinator knows nothing about (a hanging transaction that would
+hold back the LSO forever).
+
+The append runs through layers that know nothing of verification: the replica manager and the partition.
+So the produce handler passes the guards of the request it serves in ``REQUEST_VERIFICATION_GUARDS``, a
+context variable of the request's task.
+
 Snapshot format (ProducerSnapshot v1, big endian): ``version int16 = 1 | crc uint32 (CRC-32C of all bytes
 after it) | count int32 | count x (producerId int64, epoch int16, lastSequence int32, lastOffset int64,
 offsetDelta int32, timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64)``. A snapshot
@@ -15,7 +28,8 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -48,6 +62,45 @@ class InvalidTxnStateError(StorageError):
     """INVALID_TXN_STATE (48): a non-transactional write from a producer with an open transaction."""
 
     error_code = 48
+
+
+class VerificationGuard:
+    """One verification's identity (Kafka's VerificationGuard): equal only to itself."""
+
+    __slots__ = ()
+
+    def verify(self, request_guard: VerificationGuard | None) -> bool:
+        """Whether an append presenting ``request_guard`` carries this verification (None never does)."""
+        return request_guard is self
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """A producer's verification in progress on one partition, kept until its first transactional append.
+
+    ``lowest_sequence`` is the lowest base sequence seen while verifying in ``epoch``. A batch with a
+    higher sequence must not get in first: the lower batch's retry would then fail with
+    OUT_OF_ORDER_SEQUENCE_NUMBER over and over.
+    """
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
+
+
+# The guards of the client append being served, per (topic, partition), or None when verification is
+# not required for it (transaction.partition.verification.enable=false). Set by the produce handler for
+# the duration of the append; read by PartitionLog.append.
+REQUEST_VERIFICATION_GUARDS: ContextVar[Mapping[tuple[str, int], VerificationGuard] | None] = ContextVar(
+    "REQUEST_VERIFICATION_GUARDS", default=None)
 
 
 class BatchMetadata(NamedTuple):
@@ -123,12 +176,19 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self._ongoing: dict[int, int] = {}  # first offset -> producer id
+        self.verification_states: dict[int, VerificationStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = -1
 
     # -- validation (leader appends from clients) ----------------------------------------------------
-    def check_append(self, headers: list[BatchHeader], *, from_client: bool) -> BatchMetadata | None:
-        """Validate producer epochs and sequences; returns the original batch when the append is a retry."""
+    def check_append(self, headers: list[BatchHeader], *, from_client: bool, verify_txn: bool = False,
+                     request_guard: VerificationGuard | None = None) -> BatchMetadata | None:
+        """Validate producer epochs and sequences; returns the original batch when the append is a retry.
+
+        ``verify_txn``: transaction verification is on for this client append; a transactional batch
+        of a producer without an open transaction here then needs ``request_guard`` to be the guard
+        of the producer's verification (KIP-890).
+        """
         pending: dict[int, tuple[int, int]] = {}
         for h in headers:
             pid = h.producer_id
@@ -143,6 +203,11 @@ class ProducerStateManager:
                                             h.is_transactional)
                 if dup is not None:
                     return dup
+            if verify_txn and h.is_transactional and not h.is_control and (
+                    entry is None or entry.current_txn_first_offset is None):
+                v = self.verification_states.get(pid)
+                if v is None or not v.guard.verify(request_guard):
+                    raise InvalidTxnStateError("Record was not part of an ongoing transaction")
             if h.producer_epoch < epoch:
                 if from_client:
                     raise InvalidProducerEpochError(
@@ -153,6 +218,8 @@ class ProducerStateManager:
                 pending[pid] = (h.producer_epoch, last_seq)
                 continue
             if from_client:
+                if self.verification_states:
+                    self._check_lowest_verifying_sequence(pid, h, epoch, last_seq)
                 if h.producer_epoch != epoch:
                     if h.base_sequence != 0 and epoch != NO_PRODUCER_EPOCH:
                         raise OutOfOrderSequenceError(
@@ -173,6 +240,45 @@ class ProducerStateManager:
             pending[pid] = (h.producer_epoch, h.last_sequence)
         return None
 
+    def _check_lowest_verifying_sequence(self, pid: int, h: BatchHeader, epoch: int, last_seq: int) -> None:
+        """Refuse a batch that would overtake a lower sequence still being verified (Kafka's check).
+
+        Only a lower sequence that could still be appended holds the batch back: one that repeats
+        sequences of an ended transaction (see find_duplicate) is refused whenever it comes, and must
+        not block the batches after it.
+        """
+        v = self.verification_states.get(pid)
+        if v is None or h.base_sequence <= v.lowest_sequence:
+            return
+        if v.epoch != epoch:
+            appendable = v.lowest_sequence == 0 or epoch == NO_PRODUCER_EPOCH
+        else:
+            appendable = epoch == NO_PRODUCER_EPOCH or _in_sequence(last_seq, v.lowest_sequence)
+        if appendable:
+            raise OutOfOrderSequenceError(
+                f"producer {pid}: out of order sequence {h.base_sequence} "
+                f"(earliest seen sequence {v.lowest_sequence})")
+
+    # -- transaction verification (KIP-890) -----------------------------------------------------------
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              now_ms: int) -> VerificationStateEntry:
+        """The producer's verification entry, created if there is none (with a new guard)."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self.verification_states.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self.verification_states.pop(producer_id, None)
+
     def check_marker(self, h: BatchHeader, coordinator_epoch: int) -> None:
         entry = self.producers.get(h.producer_id)
         if entry is None:
@@ -192,6 +298,10 @@ class ProducerStateManager:
             entry = self.producers.get(pid)
             if entry is None:
                 entry = self.producers[pid] = ProducerStateEntry(pid)
+            if self.verification_states and (h.is_transactional or h.is_control):
+                # A data batch opened the transaction here, or a marker ended it: either way the
+                # verification is over, and a guard handed out before this is stale.
+                self.verification_states.pop(pid, None)
             if h.is_control:
                 if batch is None:
                     raise ValueError("control batch bytes are needed to apply a transaction marker")
@@ -236,9 +346,13 @@ class ProducerStateManager:
         return {pid: off for off, pid in self._ongoing.items()}
 
     def remove_expired_producers(self, now_ms: int) -> None:
+        """Drop idle producers, and verifications that never led to an append, after producer.id.expiration.ms."""
         for pid, entry in list(self.producers.items()):
             if entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms:
                 del self.producers[pid]
+        for pid, v in list(self.verification_states.items()):
+            if now_ms - v.timestamp >= self.producer_id_expiration_ms:
+                del self.verification_states[pid]
 
     def reset(self, offset: int) -> None:
         self.producers.clear()
@@ -375,4 +489,7 @@ __all__ = [
     "InvalidTxnStateError",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "REQUEST_VERIFICATION_GUARDS",
+    "VerificationGuard",
+    "VerificationStateEntry",
 ]
