@@ -8,7 +8,9 @@ v11 gets TRANSACTION_ABORTABLE. Nothing is appended. With verification off, the 
 and opens a transaction that the coordinator does not know, which holds back the LSO.
 
 The storage tests check the verification guard: a marker between the question and the append makes
-the append fail. The verifier tests check Kafka's batching of questions per coordinator.
+the append fail. The verifier tests check Kafka's batching of questions per coordinator. The last test
+sends the same requests to kafkette and to Apache Kafka 3.9.1 and compares the answers: Produce v3 to v11
+to a partition never added, a late batch after an abort, and a fenced epoch.
 """
 
 from __future__ import annotations
@@ -376,3 +378,64 @@ def test_concurrent_questions_to_one_coordinator_share_a_request(cluster3: Any) 
     finally:
         for t in producers:
             t.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Side by side with Apache Kafka 3.9.1 (ZooKeeper mode, from the Maven Central jars)
+
+
+@pytest.fixture(scope="module")
+def kafkette_and_kafka() -> Iterator[dict[str, str]]:
+    from clients.devcluster import LocalCluster
+    from tests.ops.kafka_broker import KafkaZkBroker
+
+    kafka = KafkaZkBroker({"transaction.state.log.num.partitions": "5"})
+    overrides = {"transaction.state.log.num.partitions": "5", "transaction.state.log.replication.factor": "1",
+                 "transaction.state.log.min.isr": "1", "offsets.topic.num.partitions": "5"}
+    with LocalCluster(1, metrics_base_port=None, overrides=overrides) as cluster:
+        try:
+            kafka.start()
+            yield {"kafkette": cluster.bootstrap, "kafka": kafka.bootstrap}
+        finally:
+            kafka.stop()
+
+
+def _answer(r: Any) -> tuple[Any, ...]:
+    return (E(r.error_code).name, r.error_message, r.base_offset, r.log_append_time_ms, r.log_start_offset)
+
+
+def _verification_scenario(bootstrap: str) -> dict[str, Any]:
+    topic = "kip890-side-by-side"
+    with WireClient(bootstrap) as admin:
+        admin.create_topic(topic, 2, 1)
+    with RawClient(bootstrap) as raw:
+        wait_until(lambda: raw.leaders(topic) == 2, 30, f"leaders of {topic}")
+    out: dict[str, Any] = {}
+    t = Txn(bootstrap, "kip890-side-by-side")
+    try:
+        t.init()
+        out["add p0"] = t.add(topic, [0])
+        out["produce p0 (added)"] = _answer(_produce(t, topic, 0, [b"a", b"b"], 0))
+        for v in (3, 7, 9, 10, 11):
+            out[f"produce p1 (never added) v{v}"] = _answer(_produce(t, topic, 1, [b"stray"], 0, version=v))
+        out["p1 offsets"] = offsets(bootstrap, topic, 1)
+        out["abort"] = t.end(commit=False)
+        wait_until(lambda: offsets(bootstrap, topic, 0) == (3, 3), 30, "the ABORT marker")
+        out["late batch after the abort"] = _answer(_produce(t, topic, 0, [b"late"], 2))
+        out["p0 offsets"] = offsets(bootstrap, topic, 0)
+        old_epoch = t.epoch
+        t.init()
+        out["new epoch add p1"] = t.add(topic, [1])
+        t.epoch = old_epoch
+        out["old epoch produce p1"] = _answer(_produce(t, topic, 1, [b"zombie"], 0))
+        out["p1 offsets at the end"] = offsets(bootstrap, topic, 1)
+    finally:
+        t.close()
+    return out
+
+
+def test_verification_answers_as_kafka_391(kafkette_and_kafka: dict[str, str]) -> None:
+    ours = _verification_scenario(kafkette_and_kafka["kafkette"])
+    theirs = _verification_scenario(kafkette_and_kafka["kafka"])
+    assert ours == theirs, "kafkette (left) and Kafka 3.9.1 (right) differ:\n" + "\n".join(
+        f"{k}:\n  {ours[k]}\n  {theirs.get(k)}" for k in ours if ours[k] != theirs.get(k))
