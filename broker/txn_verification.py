@@ -147,7 +147,7 @@ class TxnVerifier:
         # One request in flight per coordinator, as Kafka's sender thread keeps it.
         self._pool = ConnectionPool(ConnectionSettings(
             client_id=f"broker-{broker_id}-txn-verification", negotiate_versions=False, max_in_flight=1,
-            request_timeout_s=request_timeout_ms / 1000.0))
+            request_timeout_s=request_timeout_ms / 1000.0, security=security))
         self._waiting: dict[int, dict[str, tuple[_Verification, float]]] = {}
         self._in_flight: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()

@@ -309,6 +309,49 @@ def test_with_verification_off_the_stray_batch_is_appended_and_hangs(cluster3: A
 
 
 # ------------------------------------------------------------------------------------------------
+# Brokers that ask each other over a SASL_SSL inter-broker listener
+
+
+def test_verification_over_a_sasl_ssl_inter_broker_listener(cluster_factory: Any) -> None:
+    """The leader's question goes over the inter-broker listener with the broker's own TLS and SCRAM
+    login (a question that cannot be asked would be answered NOT_ENOUGH_REPLICAS)."""
+    from kafka import KafkaProducer
+
+    from tests.cluster.helpers import SecureInterBroker
+
+    cluster = cluster_factory(3, metrics_base_port=None, **SecureInterBroker("SASL_SSL").options(
+        transaction_state_log_num_partitions="3"))
+    bs = cluster.bootstrap
+    brokers = _brokers(bs)
+    t = Txn(bs, unique("kip890-secure"))
+    try:
+        others = [b for b in brokers if b != t.coordinator_id]
+        topic = _topic_led_by(bs, others, brokers)
+        t.init()
+        r = _produce(t, topic, 0, [b"stray"], 0)
+        assert (r.error_code, r.error_message) == (E.INVALID_TXN_STATE, NOT_ADDED), r
+        assert t.add(topic, [0, 1]) == E.NONE
+        assert _produce(t, topic, 0, [b"raw-0"], 0).error_code == E.NONE
+        assert _produce(t, topic, 1, [b"raw-1"], 0).error_code == E.NONE
+        assert t.end(commit=True) == E.NONE
+    finally:
+        t.close()
+    # A stock client's transaction, every partition led by a broker that is not its coordinator.
+    producer = KafkaProducer(bootstrap_servers=bs, transactional_id=t.txn_id)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for p in (0, 1):
+            producer.send(topic, value=b"kp-%d" % p, partition=p)
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=5)
+    assert sorted(read_all(bs, topic, "read_committed")) == [b"kp-0", b"kp-1", b"raw-0", b"raw-1"]
+    for b in cluster.brokers:
+        assert "Failed authentication" not in b.log_text()
+
+
+# ------------------------------------------------------------------------------------------------
 # The verifier: questions batched per coordinator (Kafka's AddPartitionsToTxnManager)
 
 
