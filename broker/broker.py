@@ -431,12 +431,25 @@ class Broker:
     async def _housekeeping(self) -> None:
         """Once a second: retention, flushes and checkpoints (in a thread: they touch the disk)."""
         assert self.loop is not None and self.log_manager is not None
+        next_producer_expiry = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
             try:
                 await self.loop.run_in_executor(None, self.log_manager.tick)
             except Exception:
                 log.exception("log maintenance failed")
+            cfg = self.config
+            if time.monotonic() >= next_producer_expiry:
+                # Producer ids idle for producer.id.expiration.ms leave the producer state, as Kafka's
+                # periodic check does; on the event loop, where appends change the same state.
+                next_producer_expiry = time.monotonic() + cfg.get("producer.id.expiration.check.interval.ms") / 1000
+                try:
+                    removed = self.log_manager.remove_expired_producers(self.log_manager.clock(),
+                                                                       cfg.get("producer.id.expiration.ms"))
+                    if removed:
+                        log.info("removed %d expired producer ids", removed)
+                except Exception:
+                    log.exception("producer id expiration failed")
 
     async def shutdown(self) -> None:
         from broker.metrics import stop_metrics

@@ -879,6 +879,9 @@ _broker("transaction.partition.verification.enable", T.BOOLEAN, True,
         importance=L, mode=CW)
 _broker("producer.id.expiration.ms", T.INT, 86_400_000, "Idle time after which a producer id's state is dropped.",
         validator=at_least(1), importance=L, mode=CW)
+_broker("producer.id.expiration.check.interval.ms", T.INT, 600_000,
+        "How often producer ids idle for producer.id.expiration.ms are dropped.", validator=at_least(1),
+        importance=L)
 # fmt: on
 
 REGISTRY: Mapping[str, ConfigDef] = MappingProxyType(dict(sorted(_DEFS.items())))

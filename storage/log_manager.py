@@ -802,6 +802,18 @@ class LogManager:
         for path in due:
             shutil.rmtree(path, ignore_errors=True)
 
+    def remove_expired_producers(self, now: int, expiration_ms: int) -> int:
+        """Drop producer state idle for ``expiration_ms`` (Kafka's producer-expiry task); runs on the thread
+        that appends, so no append sees a producer entry vanish halfway. Returns how many went."""
+        removed = 0
+        for lg in self.all_logs():
+            ps = lg.producer_state
+            ps.producer_id_expiration_ms = expiration_ms
+            before = len(ps.producers)
+            ps.remove_expired_producers(now)
+            removed += before - len(ps.producers)
+        return removed
+
     def _flushed(self, started: float) -> None:
         ended = time.monotonic()
         ms = (ended - started) * 1000.0

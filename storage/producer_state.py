@@ -382,7 +382,7 @@ class ProducerStateManager:
 
     def encode_snapshot(self) -> bytes:
         parts = [_HEAD.pack(SNAPSHOT_VERSION, 0, len(self.producers))]
-        for pid, e in self.producers.items():
+        for pid, e in list(self.producers.items()):  # a copy: the event loop may add producers meanwhile
             txn_first = e.current_txn_first_offset if e.current_txn_first_offset is not None else -1
             parts.append(
                 _ENTRY.pack(pid, e.producer_epoch, e.last_seq, e.last_data_offset, e.last_offset_delta,
