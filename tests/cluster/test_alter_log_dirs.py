@@ -275,6 +275,7 @@ def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Any
         assert_files_moved(source, target, topic, 0)
 
 
+@pytest.mark.slow  # about 11 s: make test keeps the other moves
 def test_a_move_survives_a_broker_restart(cluster: Any, dirs: dict[int, list[str]]) -> None:
     topic = unique("resume")
     b0 = cluster.brokers[0]

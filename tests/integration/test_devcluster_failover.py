@@ -134,6 +134,7 @@ def test_a_dead_broker_is_reported_the_others_serve_and_restart_brings_it_back(d
     wait_all_gone(dev.data, dev.proc)
 
 
+@pytest.mark.slow  # the 3-broker version above is slow too; make test keeps the refusals and Ctrl-C
 def test_a_broker_that_dies_is_reported_and_restarted_by_the_control_command(tmp_path: Path) -> None:
     """The short version for `make test`: two brokers, one crashes, the dev cluster says which and goes
     on; the other serves; `restart` brings the dead one back."""

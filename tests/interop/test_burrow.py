@@ -96,7 +96,8 @@ def test_burrow_reports_lag_on_make_run_cluster(tmp_path: Path, interop_bin: Pat
 # configuration; "0.8", Burrow's default when none is given. The old ones read __consumer_offsets with
 # Fetch v2 and v0 (message formats v1 and v0, converted by the broker) and ask for end offsets with
 # ListOffsets v0.
-@pytest.mark.parametrize("kafka_version", ["2.1.0", "0.10.0", "0.8"])
+@pytest.mark.parametrize("kafka_version", ["2.1.0", pytest.param("0.10.0", marks=pytest.mark.slow),
+                                           pytest.param("0.8", marks=pytest.mark.slow)])
 def test_burrow_reports_lag(tmp_path: Path, interop_bin: Path, cluster: Any, kafka_version: str) -> None:
     zookeeper = cluster.zk.connect_string  # host:port, without the cluster's chroot
     report_lag_scenario(cluster.bootstrap, zookeeper, tmp_path, interop_bin / "Burrow", kafka_version)

@@ -139,6 +139,7 @@ def check_json(r: Result, expected: list[Delivered]) -> None:
     assert f"Processed a total of {len(expected)} messages" in r.err, str(r)
 
 
+@pytest.mark.slow  # about 8 s of transactions and consumer processes
 def test_read_committed_and_read_uncommitted(bs: str) -> None:
     topic = unique("isolation")
     ok("topics", "--create", "--bootstrap-server", bs, "--topic", topic, "--partitions", str(len(PARTITIONS)),
