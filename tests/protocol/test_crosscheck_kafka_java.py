@@ -41,9 +41,10 @@ from protocol.messages import request_type, response_type
 from protocol.schema import FieldSpec, MessageType, Struct, StructSpec
 from tests.protocol.test_crosscheck_kio import UNMODELLED
 
-# kafkette's own inter-broker schemas (protocol/schemas) are not Kafka's: tested by hand elsewhere.
-KAFKETTE_ONLY = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
-                 ApiKey.ALTER_PARTITION}
+# kafkette's inter-broker schemas (protocol/schemas: LeaderAndIsr v7, StopReplica v4, UpdateMetadata v8,
+# ControlledShutdown v3) are written by us, for the one version each we speak: checked here against
+# Kafka's classes too, so what our brokers exchange is byte for byte what Kafka 3.9's would.
+KAFKETTE_ONLY: set[ApiKey] = set()
 JAVA_CHECKED = [(k, v) for k, v in UNMODELLED if k not in KAFKETTE_ONLY]
 CASES = [(k, v, kind) for k, v in JAVA_CHECKED for kind in ("Request", "Response")]
 RANDOM_EXAMPLES = 25
@@ -199,6 +200,16 @@ def _name(api_key: int) -> str:
     return SUPPORTED[ApiKey(api_key)][2]
 
 
+def _without_default_tagged(doc: dict[str, Any], kafka: dict[str, Any], spec: StructSpec) -> dict[str, Any]:
+    """Kafka's JSON leaves out a tagged field at its default (its bytes leave it out too)."""
+    out = dict(doc)
+    for f in spec.fields:
+        key = _camel(f.json_name)
+        if f.tag is not None and key in out and key not in kafka and out[key] in (0, False, None, "", []):
+            del out[key]
+    return out
+
+
 def _type(api_key: int, kind: str) -> MessageType:
     return request_type(api_key) if kind == "Request" else response_type(api_key)
 
@@ -232,7 +243,8 @@ def test_codec_against_kafka_39(probe: Probe, api_key: int, version: int, kind: 
         back, end = mt.decode(memoryview(bytearray(kafka_bytes)), version)
         assert end == len(kafka_bytes)
         assert to_kafka_json(back, mt.root, version) == doc
-        assert _without_records(answer["decoded"], mt.root, version) == _without_records(doc, mt.root, version)
+        assert _without_records(answer["decoded"], mt.root, version) == _without_default_tagged(
+            _without_records(doc, mt.root, version), answer["decoded"], mt.root)
 
 
 # ---------------------------------------------------------------------------------------------
