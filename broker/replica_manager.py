@@ -588,7 +588,9 @@ class ReplicaManager:
                 except StorageError as e:
                     pd.error_code = _storage_error_code(e)
                     errors = True
-                    if isinstance(e, OffsetOutOfRangeError):
+                    if isinstance(e, OffsetOutOfRangeError) and is_follower:
+                        # Kafka 3.9 answers -1 for all three (a consumer resets by its own rule), and its
+                        # followers ask ListOffsets; ours take the leader's log start and HW from here.
                         pd.high_watermark = p.high_watermark
                         pd.log_start_offset = p.log.log_start_offset
                         pd.last_stable_offset = p.log.last_stable_offset
