@@ -674,11 +674,16 @@ def test_update_metadata_v8_against_hand_encoding() -> None:
                              i32(9093) + cstr("b1") + cstr("INTERNAL") + i16(0) + NO_TAGS])
               + cstr(None) + NO_TAGS)
     broker2 = i32(2) + carr([]) + cstr("rack-b") + NO_TAGS
-    wire = (i32(1) + boolean(False) + i8(0) + i32(3) + i64(5)
+    # Type is Kafka's tagged field 0: absent at its default (0), else in the top-level tagged fields.
+    body = (i32(1) + boolean(False) + i32(3) + i64(5)
             + carr([cstr("événements") + tid.bytes + carr([state]) + NO_TAGS])
-            + carr([broker, broker2]) + NO_TAGS)
+            + carr([broker, broker2]))
+    wire = body + NO_TAGS
     mt = request_type(ApiKey.UPDATE_METADATA)
+    full, _ = mt.decode(body + bytes([1, 0, 1]) + i8(2), 8)
+    assert full.type == 2 and mt.encode(full, 8) == body + bytes([1, 0, 1]) + i8(2)
     msg, _ = mt.decode(wire, 8)
+    assert msg.type == 0
     t = msg.topic_states[0]
     assert t.topic_name == "événements" and t.topic_id == tid
     p = t.partition_states[0]
