@@ -21,6 +21,10 @@ from tests.integration.test_devcluster import DevClusterProcess
 from tests.interop.burrow import CLUSTER, Burrow, render_config
 from tests.interop.clients import JavaCommitter, KafkaPythonCommitter, create_topic, kafka_python_produce
 
+# Go builds and a Debian package on first use, then three client stacks: make test-slow.
+pytestmark = pytest.mark.slow
+
+
 RECORDS_PER_PARTITION = 12
 PYTHON_COMMITS = {0: 3, 1: 7}  # partition -> committed offset, by kafka-python
 JAVA_COMMITS = {2: 5}  # by the Java client, to the same group

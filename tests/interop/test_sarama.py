@@ -29,6 +29,10 @@ from tests.interop.clients import (
     kafka_python_produce,
 )
 
+# Go builds and a Debian package on first use, then three client stacks: make test-slow.
+pytestmark = pytest.mark.slow
+
+
 # The codec each version writes with: zstd needs 2.1 or later; 0.10.2's gzip makes wrapper messages.
 # The current protocol in make test; the old ones (1.0.0, 0.10.2.0) in make test-slow.
 VERSIONS_FAST_FIRST = [SARAMA_VERSIONS[0], *(pytest.param(v, marks=pytest.mark.slow) for v in SARAMA_VERSIONS[1:])]

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.integration.helpers import unique
 from tests.interop.clients import (
     Record,
@@ -21,6 +23,9 @@ from tests.interop.clients import (
     kafka_python_consume,
     kafka_python_produce,
 )
+
+# Go builds and a Debian package on first use, then three client stacks: make test-slow.
+pytestmark = pytest.mark.slow
 
 
 def console_produce(bin_dir: Path, bootstrap: str, topic: str, key: str, value: str, partition: int) -> Record:
