@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from broker.log_validator import RecordError, ValidationError
+from broker.log_validator import RecordError, ValidationError, _raise_record_errors
 from protocol.compression import CompressionType
 from protocol.errors import ErrorCode
 from protocol.legacy_records import (
@@ -174,20 +174,6 @@ def _record_error(entry: LegacyMessage, record: LegacyMessage, index: int, tp: s
             index, f"Invalid timestamp type in message {record.describe()}. Producer should not set timestamp "
                    "type to LogAppendTime.")
     return None
-
-
-def _raise_record_errors(errors: list[tuple[ErrorCode, RecordError]]) -> None:
-    """Kafka's ``processRecordErrors``: any timestamp error makes the answer INVALID_TIMESTAMP."""
-    record_errors = [e for _, e in errors]
-    if any(code == ErrorCode.INVALID_TIMESTAMP for code, _ in errors):
-        message = "One or more records have been rejected due to invalid timestamp"
-        code = ErrorCode.INVALID_TIMESTAMP
-    else:
-        shown = ", ".join(str(e) for e in record_errors[:3])
-        message = (f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
-                   f"and only showing the first three errors at most: [{shown}]")
-        code = ErrorCode.INVALID_RECORD
-    raise ValidationError(code, message, error_message=message, record_errors=record_errors)
 
 
 __all__ = ["CREATE_TIME", "ConvertedProduce", "TopicSettings", "convert_produce"]

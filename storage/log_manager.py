@@ -839,21 +839,10 @@ class LogManager:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker per healthy dir."""
         failed: set[str] = set()
 
-        def close(item: tuple[TopicPartition, PartitionLog]) -> None:
-            tp, lg = item
-            d = self._dir_of[tp]
-            try:
-                with self._guard(d):
-                    lg.flush()
-                    lg.close()
-            except KafkaStorageError:
-                failed.add(d)
-
         # Each close fsyncs a producer snapshot and a leader-epoch-checkpoint: in parallel, so that a
         # broker with 10,000 partitions stops in seconds (the file system commits the fsyncs together).
-        def close_future(item: tuple[TopicPartition, PartitionLog]) -> None:
-            tp, lg = item
-            d = self._future_dir_of[tp]
+        def close(item: tuple[str, PartitionLog]) -> None:
+            d, lg = item
             try:
                 with self._guard(d):
                     lg.flush()
@@ -861,8 +850,8 @@ class LogManager:
             except KafkaStorageError:
                 failed.add(d)
 
-        run_batch(close, list(self._logs.items()))
-        run_batch(close_future, list(self._future.items()))
+        run_batch(close, [(self._dir_of[tp], lg) for tp, lg in self._logs.items()]
+                  + [(self._future_dir_of[tp], lg) for tp, lg in self._future.items()])
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
