@@ -10,9 +10,11 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -109,3 +111,25 @@ def value(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: st
         if n == name and ls == want:
             return v
     return None
+
+
+def running_cluster(n: int, **kwargs: Any) -> Iterator[Any]:
+    """Body of a module fixture: a started ``LocalCluster`` of ``n`` brokers, stopped afterwards; a
+    cluster that cannot start fails the tests that use it (with the reason) instead of erroring."""
+    from clients.devcluster import LocalCluster
+
+    c = LocalCluster(n, **kwargs)
+    try:
+        c.start()
+    except Exception as e:  # pragma: no cover - environment problem
+        c.__exit__(None, None, None)
+        pytest.fail(f"cannot start a local cluster: {e}")
+    try:
+        yield c
+    finally:
+        c.__exit__(None, None, None)
+
+
+def urls(cluster: Any) -> list[str]:
+    """The Prometheus endpoint of each broker of a ``LocalCluster``."""
+    return [b.metrics_url for b in cluster.brokers]

@@ -17,25 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.helpers import fails, kafkette, ok, unique, wait_until
+from tests.ops.helpers import fails, kafkette, ok, running_cluster, unique, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
-    from clients.devcluster import LocalCluster
-
-    c = LocalCluster(3, metrics_base_port=None)
-    try:
-        c.start()
-    except Exception as e:  # pragma: no cover - environment problem
-        c.__exit__(None, None, None)
-        pytest.fail(f"cannot start a local cluster: {e}")
-    try:
-        yield c
-    finally:
-        c.__exit__(None, None, None)
+    yield from running_cluster(3, metrics_base_port=None)
 
 
 @pytest.fixture(scope="module")

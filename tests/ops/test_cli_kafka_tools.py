@@ -16,25 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.ops.helpers import unique
+from tests.ops.helpers import running_cluster, unique
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    from clients.devcluster import LocalCluster
-
-    c = LocalCluster(1, metrics_base_port=None)
-    try:
-        c.start()
-    except Exception as e:  # pragma: no cover - environment problem
-        c.__exit__(None, None, None)
-        pytest.fail(f"cannot start a local cluster: {e}")
-    try:
-        yield c
-    finally:
-        c.__exit__(None, None, None)
+    yield from running_cluster(1, metrics_base_port=None)
 
 
 def kafkette(*argv: str, stdin: str | None = None) -> str:

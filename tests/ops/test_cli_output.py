@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.ops.helpers import Result, unique
+from tests.ops.helpers import Result, running_cluster, unique
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "clients.cli"]
@@ -35,18 +35,7 @@ AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    from clients.devcluster import LocalCluster
-
-    c = LocalCluster(2, metrics_base_port=None, overrides=AUTHORIZER)
-    try:
-        c.start()
-    except Exception as e:  # pragma: no cover - environment problem
-        c.__exit__(None, None, None)
-        pytest.fail(f"cannot start a local cluster: {e}")
-    try:
-        yield c
-    finally:
-        c.__exit__(None, None, None)
+    yield from running_cluster(2, metrics_base_port=None, overrides=AUTHORIZER)
 
 
 @pytest.fixture(scope="module")

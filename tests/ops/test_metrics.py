@@ -15,29 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ops.helpers import ok, scrape, unique, value, wait_until
+from tests.ops.helpers import ok, running_cluster, scrape, unique, urls, value, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
-    from clients.devcluster import LocalCluster
-
-    c = LocalCluster(3, overrides={"replica.lag.time.max.ms": "3000"})
-    try:
-        c.start()
-    except Exception as e:  # pragma: no cover - environment problem
-        c.__exit__(None, None, None)
-        pytest.fail(f"cannot start a local cluster: {e}")
-    try:
-        yield c
-    finally:
-        c.__exit__(None, None, None)
-
-
-def urls(cluster: object) -> list[str]:
-    return [b.metrics_url for b in cluster.brokers]  # type: ignore[attr-defined]
+    yield from running_cluster(3, overrides={"replica.lag.time.max.ms": "3000"})
 
 
 def total(cluster: object, name: str, **labels: str) -> float:

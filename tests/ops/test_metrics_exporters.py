@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.helpers import ok, unique, wait_until
+from tests.ops.helpers import ok, running_cluster, unique, urls, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SERIES_LIST = Path(__file__).with_name("exporter_series.txt")
@@ -62,24 +62,9 @@ class Traffic:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
-    from clients.devcluster import LocalCluster
-
     # A follower out of the ISR within 2 s, and replication throttles measured over two 1-second windows,
     # so that test_max_lag_of_a_throttled_follower sees a lagging follower within seconds.
-    c = LocalCluster(3, overrides={"replica.lag.time.max.ms": "2000", "replication.quota.window.num": "2"})
-    try:
-        c.start()
-    except Exception as e:  # pragma: no cover - environment problem
-        c.__exit__(None, None, None)
-        pytest.fail(f"cannot start a local cluster: {e}")
-    try:
-        yield c
-    finally:
-        c.__exit__(None, None, None)
-
-
-def urls(cluster: object) -> list[str]:
-    return [b.metrics_url for b in cluster.brokers]  # type: ignore[attr-defined]
+    yield from running_cluster(3, overrides={"replica.lag.time.max.ms": "2000", "replication.quota.window.num": "2"})
 
 
 def everything(cluster: object) -> Samples:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ops.helpers import ok, unique, wait_until
+from tests.ops.helpers import ok, running_cluster, unique, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -41,18 +41,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
-    from clients.devcluster import LocalCluster
-
-    c = LocalCluster(3)
-    try:
-        c.start()
-    except Exception as e:  # pragma: no cover - environment problem
-        c.__exit__(None, None, None)
-        pytest.fail(f"cannot start a local cluster: {e}")
-    try:
-        yield c
-    finally:
-        c.__exit__(None, None, None)
+    yield from running_cluster(3)
 
 
 class Prometheus:
