@@ -352,6 +352,8 @@ class LogSegment:
                 break
             if h.base_offset < expected or not self.can_convert_to_relative_offset(h.last_offset):
                 break
+            if h.base_offset > expected and self._next_batch_contradicts_gap(fd, h, expected, file_size):
+                break
             if h.max_timestamp > max_ts[0]:
                 max_ts = (h.max_timestamp, h.last_offset)
             if valid - last_index_entry > self.settings.index_interval_bytes:
@@ -377,6 +379,23 @@ class LogSegment:
         self.time_index.maybe_append(max_ts[0], max_ts[1], skip_full_check=True)
         self.time_index.trim_to_valid_size()
         return truncated
+
+    def _next_batch_contradicts_gap(self, fd: int, h: BatchHeader, expected: int, file_size: int) -> bool:
+        """Whether the batch after ``h`` shows that ``h``'s base offset, not the gap, is what is wrong.
+
+        The base offset is outside the CRC, so damage there can only be seen from the neighbours.
+        A gap before ``h`` is legal (a follower copies a compacted leader's batches as they are), but
+        when the next batch is intact and continues the chain from before ``h`` (``expected`` <= its
+        base offset < ``h``'s next offset), ``h`` jumped forward. Kafka keeps such a batch and moves
+        the log end offset by the jump; cutting here instead loses only data the replicas still have.
+        """
+        pos = h.position + h.size
+        if pos + HEADER_SIZE > file_size:
+            return False
+        nh = parse_header(os.pread(fd, HEADER_SIZE, pos), 0)
+        if not header_is_sane(nh) or pos + nh.size > file_size or not expected <= nh.base_offset < h.next_offset:
+            return False
+        return crc_is_valid(os.pread(fd, nh.size, pos))
 
     def check_index_files_exist(self) -> None:
         if not self.offset_index.exists() or not self.time_index.exists():
