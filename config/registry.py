@@ -823,6 +823,19 @@ _broker("connections.max.reauth.ms", T.LONG, 0,
         "Longest SASL session before the client must re-authenticate (KIP-368); 0 disables re-authentication.")
 _broker("connection.failed.authentication.delay.ms", T.INT, 100,
         "Delay before closing a connection whose authentication failed.", validator=at_least(0), importance=L)
+# Security: delegation tokens (KIP-48, broker/delegation_tokens.py). Without a secret key every token
+# API answers DELEGATION_TOKEN_AUTH_DISABLED.
+_broker("delegation.token.secret.key", T.PASSWORD, None,
+        "Secret key that signs and verifies delegation tokens; the same on every broker. Unset or empty: "
+        "delegation tokens are disabled.")
+_broker("delegation.token.master.key", T.PASSWORD, None,
+        "DEPRECATED: an alias for delegation.token.secret.key, read when that is not set.")
+_broker("delegation.token.max.lifetime.ms", T.LONG, 7 * 24 * MS_PER_HOUR,
+        "Longest lifetime of a delegation token; it cannot be renewed beyond it.", validator=at_least(1))
+_broker("delegation.token.expiry.time.ms", T.LONG, 24 * MS_PER_HOUR,
+        "How long a delegation token stays valid before it must be renewed.", validator=at_least(1))
+_broker("delegation.token.expiry.check.interval.ms", T.LONG, MS_PER_HOUR,
+        "How often expired delegation tokens are removed.", validator=at_least(1), importance=L)
 _broker("principal.builder.class", T.CLASS, "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
         "Principal builder; only Kafka's default is supported.")
 
