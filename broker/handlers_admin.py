@@ -20,6 +20,12 @@ Authorization, as Kafka 3.9's KafkaApis (ZooKeeper mode):
 * DescribeCluster needs nothing; it reports the caller's cluster operations when asked (0 without
   DESCRIBE on the cluster). (The log dir APIs are in broker/handlers_log_dirs.py.)
 * DescribeTopicPartitions: as Metadata, with every returned topic's authorized operations.
+
+CreateTopics, DeleteTopics and CreatePartitions are controller requests in ZooKeeper mode: a broker
+whose controller is not the active one answers each topic NOT_CONTROLLER (no message), before any
+authorization or validation, and changes nothing. Clients route them to Metadata's controller and
+retry there. Automatic creation (Metadata, FindCoordinator) is the broker's own path and works on any
+broker.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.authorizer.api import CLUSTER_NAME, AclOperation, ResourceType
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
     from broker.purgatory import Purgatory
     from broker.wiring import ZkCall
     from config.registry import BrokerConfig
+    from controller.controller import KafkaController
     from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
 
@@ -68,6 +76,8 @@ log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+# KRaft's metadata log: no CreateTopics may make a topic of that name, in ZooKeeper mode either.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 # Partitions one CreateTopics or CreatePartitions request may create. Kafka's KRaft controller refuses
 # operations of more than 10,000 records (MAX_RECORDS_PER_USER_OP) with POLICY_VIOLATION; ZooKeeper
 # mode has no bound, and one request asking for 2^31-1 partitions would exhaust the broker's memory.
@@ -127,8 +137,9 @@ class AdminHandlers:
 
     def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, broker_id: int, metadata: MetadataCache,
                  config_source: BrokerConfigSource, metadata_waiters: Purgatory,
-                 auth: RequestAuthorizer = ALLOW_ALL) -> None:
+                 controller: Callable[[], KafkaController | None], auth: RequestAuthorizer = ALLOW_ALL) -> None:
         self.auth = auth
+        self.controller = controller  # this broker's KafkaController, once started
         self.zk = zk
         self.zk_call = zk_call
         self.broker_id = broker_id
@@ -332,8 +343,18 @@ class AdminHandlers:
             return False
         return all(p.leader >= 0 for p in info.partitions.values())
 
+    def _controller_active(self) -> bool:
+        """Kafka's ``controller.isActive``: this broker's own controller holds the election, whatever
+        controller id the metadata cache last heard of."""
+        ctrl = self.controller()
+        return ctrl is not None and ctrl.is_active
+
     async def create_topics(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
+        if not self._controller_active():
+            return _CT(topics=[_CT.CreatableTopicResult(
+                name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=None, num_partitions=-1,
+                replication_factor=-1, configs=[]) for t in b.topics])
         seen: dict[str, int] = {}
         for t in b.topics:
             seen[t.name] = seen.get(t.name, 0) + 1
@@ -352,6 +373,10 @@ class AdminHandlers:
             r = _CT.CreatableTopicResult(name=t.name, error_code=0, num_partitions=-1, replication_factor=-1,
                                          configs=None)
             results.append(r)
+            if t.name == CLUSTER_METADATA_TOPIC:  # refused before anything else, configs error unset
+                r.error_code = ErrorCode.INVALID_REQUEST
+                r.error_message = f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."
+                continue
             shows_configs = describable is None or t.name in describable
             if not shows_configs:
                 r.topic_config_error_code = _TOPIC_DENIED
@@ -418,6 +443,12 @@ class AdminHandlers:
 
     async def delete_topics(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
+        if not self._controller_active():
+            return _DT(responses=[_DT.DeletableTopicResult(name=t.name, topic_id=t.topic_id,
+                                                           error_code=ErrorCode.NOT_CONTROLLER, error_message=None)
+                                  for t in b.topics] if v >= 6 else
+                       [_DT.DeletableTopicResult(name=n, error_code=ErrorCode.NOT_CONTROLLER, error_message=None)
+                        for n in b.topic_names])
         names: list[tuple[str | None, Any]] = []
         if v >= 6:
             for t in b.topics:
@@ -478,6 +509,11 @@ class AdminHandlers:
 
     async def create_partitions(self, conn: Connection, req: Request) -> Any:
         b = req.body
+        if not self._controller_active():
+            # Kafka answers from a map by topic name: a topic named twice is answered once.
+            return _CP(results=[_CP.CreatePartitionsTopicResult(name=n, error_code=ErrorCode.NOT_CONTROLLER,
+                                                                error_message=None)
+                                for n in dict.fromkeys(t.name for t in b.topics)])
         results = []
         pending = []
         creating = 0  # partitions this request creates, so far

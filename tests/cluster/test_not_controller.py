@@ -1,0 +1,195 @@
+"""CreateTopics, DeleteTopics and CreatePartitions are controller requests, as in Kafka 3.9's ZooKeeper
+mode: a broker that is not the active controller answers every topic NOT_CONTROLLER (41, no message),
+before validating anything, and changes nothing; the controller carries them out. Admin clients find
+the controller in Metadata and go there by themselves, whichever broker they bootstrapped from.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import request_type
+from tests.cluster.helpers import RawClient, ZkView, unique, wait_until
+from tests.conftest import attach_cluster, shared_cluster
+
+NOT_CONTROLLER = ErrorCode.NOT_CONTROLLER
+_CT = request_type(ApiKey.CREATE_TOPICS)
+_DT = request_type(ApiKey.DELETE_TOPICS)
+_CP = request_type(ApiKey.CREATE_PARTITIONS)
+
+
+@pytest.fixture(scope="module")
+def shared3() -> Iterator[Any]:
+    yield from shared_cluster(3, {"offsets.topic.num.partitions": "3",
+                                  "transaction.state.log.num.partitions": "3"})
+
+
+@pytest.fixture
+def cluster(shared3: Any, request: pytest.FixtureRequest) -> Any:
+    return attach_cluster(request, shared3)
+
+
+def roles(cluster: Any) -> tuple[Any, Any]:
+    """(the active controller, another broker), once every broker's metadata names that controller."""
+    with ZkView(cluster) as zk:
+        (cid,) = wait_until(lambda: (lambda c: (c,) if c is not None and c >= 0 else None)(zk.controller()), 30,
+                            "a controller in ZooKeeper")
+    for b in cluster.brokers:
+        with RawClient(b.bootstrap) as raw:
+            wait_until(lambda raw=raw: metadata(raw).controller_id == cid, 30,
+                       f"broker {b.broker_id} to know controller {cid}")
+    controller = next(b for b in cluster.brokers if b.broker_id == cid)
+    other = next(b for b in cluster.brokers if b.broker_id != cid)
+    return controller, other
+
+
+def metadata(raw: RawClient, *topics: str) -> Any:
+    mt = request_type(ApiKey.METADATA)
+    return raw.request(ApiKey.METADATA, 12, topics=[mt.MetadataRequestTopic(name=t, topic_id=None) for t in topics],
+                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def create_topics(raw: RawClient, version: int, *names: str, partitions: int = 1, replication: int = 3) -> Any:
+    return raw.request(ApiKey.CREATE_TOPICS, version, timeout_ms=30000, validate_only=False, topics=[
+        _CT.CreatableTopic(name=n, num_partitions=partitions, replication_factor=replication, assignments=[],
+                           configs=[]) for n in names])
+
+
+def delete_by_name(raw: RawClient, version: int, *names: str) -> Any:
+    if version >= 6:
+        return raw.request(ApiKey.DELETE_TOPICS, version, timeout_ms=30000,
+                           topics=[_DT.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0)) for n in names])
+    return raw.request(ApiKey.DELETE_TOPICS, version, timeout_ms=30000, topic_names=list(names))
+
+
+def delete_by_id(raw: RawClient, topic_id: uuid.UUID) -> Any:
+    return raw.request(ApiKey.DELETE_TOPICS, 6, timeout_ms=30000,
+                       topics=[_DT.DeleteTopicState(name=None, topic_id=topic_id)])
+
+
+def create_partitions(raw: RawClient, *names: str, count: int) -> Any:
+    return raw.request(ApiKey.CREATE_PARTITIONS, 3, timeout_ms=30000, validate_only=False, topics=[
+        _CP.CreatePartitionsTopic(name=n, count=count, assignments=None) for n in names])
+
+
+def test_topic_changes_off_the_controller_are_refused(cluster: Any) -> None:
+    """Each topic of each request is answered NOT_CONTROLLER with no message, even where the controller
+    would refuse it for another reason (a topic named twice, an illegal name); nothing changes. The
+    same requests to the controller succeed."""
+    controller, other = roles(cluster)
+    kept, new = unique("nc-kept"), unique("nc-new")
+    with RawClient(controller.bootstrap) as to_controller, RawClient(other.bootstrap) as to_other, \
+            ZkView(cluster) as zk:
+        assert [t.error_code for t in create_topics(to_controller, 7, kept).topics] == [0]
+        wait_until(lambda: len(zk.assignment(kept)) == 1, 30, f"{kept} in ZooKeeper")
+        kept_id = wait_until(lambda: metadata(to_other, kept).topics[0].topic_id.int and
+                             metadata(to_other, kept).topics[0].topic_id, 30, f"{other.broker_id} to know {kept}")
+
+        for version in (0, 1, 4, 7):
+            r = create_topics(to_other, version, new, kept, new, "illegal name!", "__cluster_metadata")
+            assert [(t.name, t.error_code) for t in r.topics] == [
+                (new, NOT_CONTROLLER), (kept, NOT_CONTROLLER), (new, NOT_CONTROLLER),
+                ("illegal name!", NOT_CONTROLLER), ("__cluster_metadata", NOT_CONTROLLER)], version
+            if version >= 1:
+                assert all(t.error_message is None for t in r.topics)
+            if version >= 5:
+                assert all((t.num_partitions, t.replication_factor, t.topic_config_error_code) == (-1, -1, 0)
+                           for t in r.topics)
+        # The controller answers the same request topic by topic, for reasons of its own.
+        r = create_topics(to_controller, 7, kept, "illegal name!", "__cluster_metadata")
+        assert [t.error_code for t in r.topics] == [ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                    ErrorCode.INVALID_REQUEST]
+
+        for version in (0, 3, 5, 6):
+            r = delete_by_name(to_other, version, kept, new)
+            assert [(t.name, t.error_code) for t in r.responses] == [(kept, NOT_CONTROLLER), (new, NOT_CONTROLLER)]
+            if version >= 5:
+                assert all(t.error_message is None for t in r.responses)
+        r = delete_by_id(to_other, kept_id)
+        assert [(t.name, t.topic_id, t.error_code) for t in r.responses] == [(None, kept_id, NOT_CONTROLLER)]
+
+        r = create_partitions(to_other, kept, new, kept, count=3)
+        assert [(t.name, t.error_code, t.error_message) for t in r.results] == [
+            (kept, NOT_CONTROLLER, None), (new, NOT_CONTROLLER, None)]
+
+        # Nothing changed: no new topic, no new partition, no deletion queued.
+        assert not zk.zk.topic_exists(new)
+        assert list(zk.assignment(kept)) == [0]
+        assert not zk.zk.is_topic_marked_for_deletion(kept)
+        assert [t.error_code for t in metadata(to_other, kept).topics] == [0]
+
+        # The controller carries each of them out.
+        assert [t.error_code for t in create_topics(to_controller, 7, new).topics] == [0]
+        assert [(t.name, t.error_code) for t in create_partitions(to_controller, kept, count=3).results] == \
+            [(kept, 0)]
+        assert len(zk.assignment(kept)) == 3
+        assert [(t.name, t.error_code) for t in delete_by_name(to_controller, 6, new).responses] == [(new, 0)]
+        assert [(t.name, t.error_code) for t in delete_by_id(to_controller, kept_id).responses] == [(kept, 0)]
+        wait_until(lambda: not zk.zk.topic_exists(new) and not zk.zk.topic_exists(kept), 30,
+                   "both topics deleted")
+
+
+def test_admin_clients_bootstrapped_off_the_controller_route_themselves(cluster: Any) -> None:
+    """kafka-python's and confluent-kafka's admin clients, given only a broker that is not the
+    controller, create topics, add partitions and delete topics."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import NewPartitions as CNewPartitions
+    from confluent_kafka.admin import NewTopic as CNewTopic
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+
+    _, other = roles(cluster)
+    with ZkView(cluster) as zk:
+        kp = unique("nc-kp")
+        admin = KafkaAdminClient(bootstrap_servers=other.bootstrap, client_id=unique("nc-admin"))
+        try:
+            admin.create_topics([NewTopic(kp, 1, 3)])
+            wait_until(lambda: zk.zk.topic_exists(kp), 30, f"{kp} created")
+            admin.create_partitions({kp: NewPartitions(2)})
+            assert len(zk.assignment(kp)) == 2
+            admin.delete_topics([kp])
+            wait_until(lambda: not zk.zk.topic_exists(kp), 30, f"{kp} deleted")
+        finally:
+            admin.close()
+
+        ck = unique("nc-ck")
+        c_admin = AdminClient({"bootstrap.servers": other.bootstrap})
+        c_admin.create_topics([CNewTopic(ck, num_partitions=1, replication_factor=3)])[ck].result(60)
+        c_admin.create_partitions([CNewPartitions(ck, 2)])[ck].result(60)
+        assert len(zk.assignment(ck)) == 2
+        c_admin.delete_topics([ck])[ck].result(60)
+        wait_until(lambda: not zk.zk.topic_exists(ck), 30, f"{ck} deleted")
+
+
+def test_kafka_topics_bootstrapped_off_the_controller(cluster: Any) -> None:
+    """Apache Kafka 3.9.1's kafka-topics, given only a broker that is not the controller, creates a
+    topic and adds partitions to it (the Java admin client sends both to the controller)."""
+    from tests.kafka_dist import run_java
+
+    _, other = roles(cluster)
+    topic = unique("nc-java")
+    with ZkView(cluster) as zk:
+        run_java("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", other.bootstrap, "--create",
+                 "--topic", topic, "--partitions", "1", "--replication-factor", "3")
+        assert len(zk.assignment(topic)) == 1
+        run_java("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", other.bootstrap, "--alter",
+                 "--topic", topic, "--partitions", "2")
+        assert len(zk.assignment(topic)) == 2
+
+
+def test_automatic_creation_works_off_the_controller(cluster: Any) -> None:
+    """Metadata's automatic topic creation is the broker's own path, not a controller request: a broker
+    that is not the controller creates the topic it was asked about."""
+    _, other = roles(cluster)
+    topic = unique("nc-auto")
+    mt = request_type(ApiKey.METADATA)
+    with RawClient(other.bootstrap) as raw:
+        r = raw.request(ApiKey.METADATA, 12, topics=[mt.MetadataRequestTopic(name=topic, topic_id=None)],
+                        allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+        assert [(t.name, t.error_code) for t in r.topics] == [(topic, ErrorCode.LEADER_NOT_AVAILABLE)]
+        wait_until(lambda: raw.leaders(topic) == 1, 30, f"a leader for {topic}")
