@@ -143,7 +143,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.controller_services = ControllerServices(broker.zk, broker.broker_id, lambda: broker.config,
                                                broker.controller_listener, lambda: broker.broker_epoch)
     c.admin = AdminHandlers(broker.zk, broker.zk_call, broker.broker_id, broker.metadata, broker, c.metadata_waiters,
-                            auth)
+                            lambda: c.controller, auth)
     c.admin.register(broker.apis)
     LogDirHandlers(broker.log_manager, rm, c.log_dir_mover, auth).register(broker.apis)
     c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller,
