@@ -18,7 +18,7 @@ results into response bodies. Time and timers come from one injected ``Clock``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from broker.group_config import GroupCoordinatorConfig, coordinator_config
@@ -36,6 +36,7 @@ from broker.group_metadata_manager import GroupMetadataManager, GroupView, LogEn
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from storage.clock import Clock, as_clock
+from storage.producer_state import REQUEST_VERIFICATION_GUARDS, VerificationGuard
 
 __all__ = ["GroupCoordinator", "GroupCoordinatorConfig", "GroupView", "LogEntry", "OffsetsLog"]
 
@@ -44,6 +45,12 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 NO_GENERATION = -1
 INVALID_OFFSET = -1
+
+# KIP-890 for TxnOffsetCommit (broker/txn_verification.py): (transactional id, producer id, producer
+# epoch, the group's offsets partition, request version) -> (error, the guards the append presents,
+# None: verification is off).
+VerifyTxnOffsets = Callable[[str, int, int, int, int],
+                            Awaitable[tuple[int, "Mapping[tuple[str, int], VerificationGuard] | None"]]]
 
 
 class GroupCoordinator:
@@ -71,6 +78,9 @@ class GroupCoordinator:
         # Hook for pending transactional state the transaction coordinator tracks outside of the
         # groups (OffsetFetch require_stable); the groups' own pending offsets are always checked.
         self.has_pending_txn_offsets: Callable[[str, TopicPartition], bool] | None = None
+        # Asks the transaction coordinator whether the group's offsets partition is in the
+        # transaction before a TxnOffsetCommit is appended; None: no verification.
+        self.verify_txn_offsets: VerifyTxnOffsets | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -189,17 +199,32 @@ class GroupCoordinator:
 
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                  instance_id: str | None, generation: int,
-                                 offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+                                 offsets: dict[TopicPartition, OffsetAndMetadata], *,
+                                 transactional_id: str | None = None, version: int = 4) -> dict[TopicPartition, int]:
+        """``transactional_id`` and ``version`` (of the TxnOffsetCommit request) are for KIP-890
+        verification, which runs, as in Kafka, after the group status and before the member checks."""
         error = self.manager.validate_group_status(group_id, ApiKey.TXN_OFFSET_COMMIT)
         if error is not None:
             return dict.fromkeys(offsets, error)
         group = self.manager.get_group(group_id)
         if group is None:
             group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self._now()))
+        guards = None
+        if self.verify_txn_offsets is not None and transactional_id:
+            code, guards = await self.verify_txn_offsets(transactional_id, producer_id, producer_epoch,
+                                                         self.partition_for(group_id), version)
+            if code != E.NONE:
+                return dict.fromkeys(offsets, code)
         error = self._validate_offset_commit(group, generation, member_id, instance_id, transactional=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        return await self.manager.store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
+        # The append (a task of its own, which copies this context) presents the verification's guard.
+        token = REQUEST_VERIFICATION_GUARDS.set(guards)
+        try:
+            return await self.manager.store_offsets(group, offsets, producer_id=producer_id,
+                                                    producer_epoch=producer_epoch)
+        finally:
+            REQUEST_VERIFICATION_GUARDS.reset(token)
 
     # ============================================================================================
     # OffsetFetch

@@ -50,12 +50,15 @@ from broker.group_metadata import (
 )
 from broker.internal_topics import internal_topic_spec
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
+from broker.txn_verification import CONFIG as VERIFICATION_ENABLE
+from broker.txn_verification import TxnOffsetsVerification, TxnVerifier, require_verified
 from broker.zk_consumer_offsets import ZkConsumerOffsets
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import response_type
 from protocol.records import BatchView, NewRecord, build_batch, iter_batches, parse_control_record
 from protocol.schema import Struct
+from storage.producer_state import REQUEST_VERIFICATION_GUARDS
 
 if TYPE_CHECKING:
     from broker.connection import Connection
@@ -95,7 +98,12 @@ class ReplicatedOffsetsLog:
         batch = build_batch([NewRecord(k, v) for k, v in records], producer_id=producer_id,
                             producer_epoch=producer_epoch, base_sequence=0 if producer_id >= 0 else -1,
                             is_transactional=transactional)
+        # A TxnOffsetCommit's guards (KIP-890), set by the group coordinator; None: not verifying.
+        guards = REQUEST_VERIFICATION_GUARDS.get() if transactional else None
         try:
+            if guards is not None:
+                # Checked here, with no await before the append: a marker cannot come in between.
+                require_verified(rm.leader_partition(tp).log, producer_id, guards.get(tp))
             info = rm.append_internal(tp, memoryview(bytearray(batch)))
         except Exception as e:
             code: Any = getattr(e, "code", None) or getattr(e, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -130,8 +138,10 @@ class GroupHandlers:
     def __init__(self, coordinator: GroupCoordinator, replica_manager: ReplicaManager, metadata: MetadataCache,
                  config: Callable[[], BrokerConfig], create_topic: CreateTopic,
                  txn_coordinator: Callable[[], TransactionCoordinator | None],
-                 auth: RequestAuthorizer = ALLOW_ALL, zk_offsets: ZkConsumerOffsets | None = None) -> None:
+                 auth: RequestAuthorizer = ALLOW_ALL, zk_offsets: ZkConsumerOffsets | None = None,
+                 verifier: TxnVerifier | None = None) -> None:
         self.auth = auth
+        self.verifier = verifier  # KIP-890 for TxnOffsetCommit (see txn_verifier_of)
         self.zk_offsets = zk_offsets  # OffsetCommit/OffsetFetch v0 (see zk_offsets_of)
         self.coordinator = coordinator
         self.rm = replica_manager
@@ -393,7 +403,8 @@ class GroupApis:
             member_id = r.member_id if version >= 3 else UNKNOWN_MEMBER_ID
             instance_id = r.group_instance_id if version >= 3 else None
             results = await self.coordinator.txn_commit_offsets(r.group_id, r.producer_id, r.producer_epoch, member_id,
-                                                     instance_id, generation, offsets)
+                                                     instance_id, generation, offsets,
+                                                     transactional_id=r.transactional_id, version=version)
             if version < 2:
                 # Clients before 2.0 could crash on COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296).
                 results = {tp: (E.COORDINATOR_NOT_AVAILABLE if e == E.COORDINATOR_LOAD_IN_PROGRESS else e)
@@ -523,6 +534,15 @@ def zk_offsets_of(h: GroupHandlers) -> ZkConsumerOffsets | None:
     return h.zk_offsets
 
 
+def txn_verifier_of(apis: KafkaApis, h: GroupHandlers) -> TxnVerifier | None:
+    """The transaction verifier TxnOffsetCommit shares with the produce path: the one given, else the
+    one of the registered Produce handler (DataApis.produce)."""
+    if h.verifier is None:
+        data_apis = getattr(apis.handlers.get(ApiKey.PRODUCE), "__self__", None)
+        h.verifier = getattr(data_apis, "verifier", None)
+    return h.verifier
+
+
 async def consumer_group_heartbeat(conn: Connection, req: Request) -> Any:
     return response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT)(error_code=E.UNSUPPORTED_VERSION)
 
@@ -544,6 +564,9 @@ def _version_zero_to(zk_handler: Any, handler: Any) -> Any:
 def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
     """FindCoordinator and the group APIs (authorized by AuthorizedGroupApis, translated by GroupApis)."""
     _register_group_apis(apis, h)
+    if txn_verifier_of(apis, h) is not None:
+        h.coordinator.verify_txn_offsets = TxnOffsetsVerification(
+            h.rm, lambda: h.verifier, lambda: bool(h.config().get(VERIFICATION_ENABLE)))
     apis.register(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_group_heartbeat)
     apis.register(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_group_describe)
     zk_offsets = zk_offsets_of(h)

@@ -19,6 +19,13 @@ epoch) or NETWORK_EXCEPTION (same epoch: the client is retrying).
 verification (a guard in the partition's producer state, storage/producer_state.py) for each partition
 whose transaction is not open yet, asks the coordinator, and translates its errors into the ones a
 producer expects from Produce.
+
+``TxnOffsetsVerification`` does the same for TxnOffsetCommit (Kafka's GroupCoordinator.
+handleTxnCommitOffsets): before the group coordinator appends a transaction's offsets to the group's
+``__consumer_offsets`` partition, it asks whether AddOffsetsToTxn put that partition in the
+transaction. The coordinator appends with ``append_internal``, which checks no guard, so
+``require_verified`` checks it right before that append (nothing runs between the two on the event
+loop).
 """
 
 from __future__ import annotations
@@ -43,12 +50,15 @@ if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
     from broker.replica_manager import ReplicaManager
     from broker.txn_coordinator import TransactionCoordinator
+    from storage.log import PartitionLog
     from storage.producer_state import VerificationGuard
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
 TXN_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+NO_SEQUENCE = -1  # a TxnOffsetCommit has no sequence: Kafka verifies it with RecordBatch.NO_SEQUENCE
 VERIFY_VERSION = 4  # the first AddPartitionsToTxn version with verify_only (KIP-890)
 CONFIG = "transaction.partition.verification.enable"
 _APT = request_type(ApiKey.ADD_PARTITIONS_TO_TXN)
@@ -337,3 +347,75 @@ async def verify_produce(rm: ReplicaManager, verifier: TxnVerifier, transactiona
             out.errors[tp] = produce_error(code)
     return out
 
+
+
+# -- TxnOffsetCommit ------------------------------------------------------------------------------------
+
+
+def offset_commit_error(code: ErrorCode) -> ErrorCode:
+    """A failed verification as TxnOffsetCommit answers it (Kafka's GroupMetadataManager.
+    maybeConvertOffsetCommitError). INVALID_TXN_STATE and INVALID_PRODUCER_ID_MAPPING pass unchanged."""
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        # Retriable, but older clients do not retry it; this one makes them retry without a lookup.
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+# The guards a TxnOffsetCommit's append presents: None when it needs none (verification off).
+OffsetGuards = dict[TP, "VerificationGuard"] | None
+
+
+class TxnOffsetsVerification:
+    """KIP-890 for TxnOffsetCommit: is the group's offsets partition in the producer's transaction?
+
+    Called by the group coordinator with the transactional id, producer, the group's
+    ``__consumer_offsets`` partition and the request version; answers (error, guards)."""
+
+    def __init__(self, rm: ReplicaManager, verifier: Callable[[], TxnVerifier | None],
+                 enabled: Callable[[], bool]) -> None:
+        self.rm = rm
+        self.verifier = verifier  # the produce path's: one batch of questions per coordinator for both
+        self.enabled = enabled  # transaction.partition.verification.enable, a dynamic broker config
+
+    async def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int,
+                       version: int) -> tuple[ErrorCode, OffsetGuards]:
+        verifier = self.verifier()
+        if not transactional_id or verifier is None or not self.enabled():
+            return ErrorCode.NONE, None
+        tp = (OFFSETS_TOPIC, partition)
+        try:
+            guard = self.rm.leader_partition(tp).log.maybe_start_transaction_verification(
+                producer_id, NO_SEQUENCE, producer_epoch)
+        except PartitionError as e:
+            return offset_commit_error(e.code), None
+        if guard is None:
+            return ErrorCode.NONE, {}  # the transaction is open on the partition already
+        # TxnOffsetCommit v4 is the version whose clients know TRANSACTION_ABORTABLE.
+        unverified = await verifier.verify(transactional_id, producer_id, producer_epoch, [tp],
+                                           generic_errors=version >= 4)
+        code = unverified.get(tp)
+        if code is not None:
+            return offset_commit_error(code), None
+        return ErrorCode.NONE, {tp: guard}
+
+
+def require_verified(lg: PartitionLog, producer_id: int, guard: VerificationGuard | None) -> None:
+    """Refuse a coordinator's transactional append whose verification went stale: the producer has no
+    open transaction on the partition and ``guard`` is not its current verification's (a marker ended
+    the transaction after the coordinator confirmed it). Kafka's UnifiedLog makes this check on every
+    transactional append; ``append_internal`` does not."""
+    from storage.producer_state import InvalidTxnStateError
+
+    ps = lg.producer_state
+    if ps.has_ongoing_transaction(producer_id):
+        return
+    entry = ps.verification_state_entry(producer_id)
+    if entry is None or not entry.guard.verify(guard):
+        raise InvalidTxnStateError("Record was not part of an ongoing transaction")

@@ -11,6 +11,11 @@ The storage tests check the verification guard: a marker between the question an
 the append fail. The verifier tests check Kafka's batching of questions per coordinator. The last test
 sends the same requests to kafkette and to Apache Kafka 3.9.1 and compares the answers: Produce v3 to v11
 to a partition never added, a late batch after an abort, and a fenced epoch.
+
+TxnOffsetCommit is verified the same way: the group's ``__consumer_offsets`` partition must be in the
+transaction (AddOffsetsToTxn) before the group coordinator appends the offsets. Versions 0 to 3 are
+refused INVALID_TXN_STATE and v4 TRANSACTION_ABORTABLE, with nothing written; the same requests are
+compared with Apache Kafka 3.9.1's answers.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import pytest
 
 from broker.metadata_cache import BrokerInfo, MetadataCache, PartitionInfo, TopicInfo
 from broker.txn_log_format import partition_for
-from broker.txn_verification import TXN_TOPIC, TxnVerifier
+from broker.txn_verification import NO_SEQUENCE, TXN_TOPIC, TxnVerifier, require_verified
 from clients.admin import RESOURCE_BROKER, WireClient
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode as E
@@ -129,6 +134,23 @@ def test_a_higher_sequence_does_not_overtake_one_being_verified(txn_log: Partiti
         lg.append(_txn_batch(pid, 0, 3))
         lg.append(_txn_batch(pid, 3))
     assert lg.log_end_offset == 4
+
+
+def test_a_coordinator_append_checks_its_verification_before_the_append(txn_log: PartitionLog) -> None:
+    """The group coordinator's TxnOffsetCommit append (which the log does not check): a guard that a
+    marker made stale is refused; the current one, or an open transaction, lets it in."""
+    lg, pid = txn_log, 11
+    stale = lg.maybe_start_transaction_verification(pid, NO_SEQUENCE, 0)
+    assert stale is not None
+    lg.append(_marker(pid, commit=False), from_client=False)  # the transaction timed out meanwhile
+    with pytest.raises(InvalidTxnStateError):
+        require_verified(lg, pid, stale)
+    with pytest.raises(InvalidTxnStateError):
+        require_verified(lg, pid, None)
+    fresh = lg.maybe_start_transaction_verification(pid, NO_SEQUENCE, 0)
+    require_verified(lg, pid, fresh)
+    lg.append(_txn_batch(pid, 0), from_client=False)
+    require_verified(lg, pid, None)  # open here now: no guard needed
 
 
 def test_without_verification_the_append_needs_no_guard(txn_log: PartitionLog) -> None:
@@ -480,5 +502,155 @@ def _verification_scenario(bootstrap: str) -> dict[str, Any]:
 def test_verification_answers_as_kafka_391(kafkette_and_kafka: dict[str, str]) -> None:
     ours = _verification_scenario(kafkette_and_kafka["kafkette"])
     theirs = _verification_scenario(kafkette_and_kafka["kafka"])
+    assert ours == theirs, "kafkette (left) and Kafka 3.9.1 (right) differ:\n" + "\n".join(
+        f"{k}:\n  {ours[k]}\n  {theirs.get(k)}" for k in ours if ours[k] != theirs.get(k))
+
+
+# ------------------------------------------------------------------------------------------------
+# TxnOffsetCommit: the group's offsets partition must be in the transaction (AddOffsetsToTxn)
+
+_TOC = request_type(ApiKey.TXN_OFFSET_COMMIT)
+_OF = request_type(ApiKey.OFFSET_FETCH)
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _group_coordinator(bootstrap: str, group: str) -> tuple[int, str]:
+    """(broker id, address) of the group's coordinator."""
+    with RawClient(bootstrap) as raw:
+        def find() -> Any:
+            r = raw.request(ApiKey.FIND_COORDINATOR, 3, key=group, key_type=0)
+            return r if r.error_code == 0 else None
+        fc = wait_until(find, 60, f"the coordinator of group {group}")
+    return fc.node_id, f"{fc.host}:{fc.port}"
+
+
+def _offsets_partition(bootstrap: str, group: str) -> int:
+    _group_coordinator(bootstrap, group)  # FindCoordinator creates __consumer_offsets on first use
+    with WireClient(bootstrap) as admin:
+        def count() -> int:
+            topic = admin.refresh([OFFSETS_TOPIC]).topics.get(OFFSETS_TOPIC)
+            return len(topic.partitions) if topic is not None else 0
+        parts = wait_until(count, 30, f"the partitions of {OFFSETS_TOPIC}")
+    return partition_for(group, parts)  # the same hash as transactional ids (Utils.abs(hashCode) % n)
+
+
+def _txn_offset_commit(t: Txn, group: str, topic: str, offset: int, version: int = 3) -> str:
+    """One TxnOffsetCommit of ``offset`` for partition 0 of ``topic``, sent to the group's coordinator;
+    the partition's error name."""
+    _, addr = _group_coordinator(t.bootstrap, group)
+    with RawClient(addr) as coordinator:
+        r = coordinator.request(
+            ApiKey.TXN_OFFSET_COMMIT, version, transactional_id=t.txn_id, group_id=group, producer_id=t.pid,
+            producer_epoch=t.epoch, generation_id=-1, member_id="", group_instance_id=None, topics=[
+                _TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[_TOC.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                    committed_metadata="")])])
+    codes = [p.error_code for tr in r.topics for p in tr.partitions]
+    assert len(codes) == 1, r
+    return E(codes[0]).name
+
+
+def _add_offsets(t: Txn, group: str) -> str:
+    return E(t.retry(lambda: t.coord.request(
+        ApiKey.ADD_OFFSETS_TO_TXN, 3, transactional_id=t.txn_id, producer_id=t.pid, producer_epoch=t.epoch,
+        group_id=group).error_code, "AddOffsetsToTxn")).name
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> tuple[int, str]:
+    """The group's stable committed offset of partition 0 (OffsetFetch v7, require_stable): (offset,
+    error name), UNSTABLE_OFFSET_COMMIT while a transaction's offsets are pending."""
+    _, addr = _group_coordinator(bootstrap, group)
+    with RawClient(addr) as coordinator:
+        r = coordinator.request(ApiKey.OFFSET_FETCH, 7, group_id=group, require_stable=True, topics=[
+            _OF.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+    assert r.error_code == 0, r
+    p = r.topics[0].partitions[0]
+    return p.committed_offset, E(p.error_code).name
+
+
+def _txn_offset_commit_scenario(bootstrap: str, topic: str, group: str, txn_id: str) -> dict[str, Any]:
+    """TxnOffsetCommit v0-v4 before AddOffsetsToTxn, then after it, and what each left behind."""
+    with WireClient(bootstrap) as admin:
+        admin.create_topic(topic, 1, 1)
+    with RawClient(bootstrap) as raw:
+        wait_until(lambda: raw.leaders(topic) == 1, 30, f"the leader of {topic}")
+    offsets_partition = _offsets_partition(bootstrap, group)
+    out: dict[str, Any] = {}
+    t = Txn(bootstrap, txn_id)
+    try:
+        t.init()
+        for v in range(5):
+            out[f"TxnOffsetCommit v{v} without AddOffsetsToTxn"] = _txn_offset_commit(t, group, topic, 10 + v, v)
+        out["committed after the refusals"] = _committed(bootstrap, group, topic)
+        out["transaction opened on the offsets partition"] = _open_transaction_start(
+            bootstrap, OFFSETS_TOPIC, offsets_partition, t.pid) != -1
+        out["AddOffsetsToTxn"] = _add_offsets(t, group)
+        out["TxnOffsetCommit after AddOffsetsToTxn"] = _txn_offset_commit(t, group, topic, 42)
+        out["committed while pending"] = _committed(bootstrap, group, topic)
+        out["EndTxn commit"] = E(t.end(commit=True)).name
+        out["committed at the end"] = wait_until(
+            lambda: (c := _committed(bootstrap, group, topic)) != (-1, "UNSTABLE_OFFSET_COMMIT") and c, 30,
+            "the transaction's offset")
+    finally:
+        t.close()
+    return out
+
+
+def test_txn_offset_commit_needs_the_offsets_partition_in_the_transaction(cluster3: Any) -> None:
+    ours = _txn_offset_commit_scenario(cluster3.bootstrap, unique("kip890-toc"), unique("kip890-group"),
+                                       unique("kip890-toc-txn"))
+    # TxnOffsetCommit v4 clients know TRANSACTION_ABORTABLE; older ones get INVALID_TXN_STATE.
+    assert ours == {
+        **{f"TxnOffsetCommit v{v} without AddOffsetsToTxn": "INVALID_TXN_STATE" for v in range(4)},
+        "TxnOffsetCommit v4 without AddOffsetsToTxn": "TRANSACTION_ABORTABLE",
+        "committed after the refusals": (-1, "NONE"),
+        "transaction opened on the offsets partition": False,
+        "AddOffsetsToTxn": "NONE",
+        "TxnOffsetCommit after AddOffsetsToTxn": "NONE",
+        "committed while pending": (-1, "UNSTABLE_OFFSET_COMMIT"),
+        "EndTxn commit": "NONE",
+        "committed at the end": (42, "NONE"),
+    }
+
+
+def test_with_verification_off_txn_offset_commit_is_appended_unverified(cluster3: Any) -> None:
+    """Before KIP-890 (the config off on the group's coordinator): the commit is written and opens a
+    transaction on the offsets partition that the transaction coordinator does not know of."""
+    bs = cluster3.bootstrap
+    topic, group = unique("kip890-toc-off"), unique("kip890-group-off")
+    with WireClient(bs) as admin:
+        admin.create_topic(topic, 1, 1)
+    coordinator, _ = _group_coordinator(bs, group)
+    offsets_partition = _offsets_partition(bs, group)
+    t = Txn(bs, unique("kip890-toc-off-txn"))
+    try:
+        t.init()
+        _set_verification(bs, coordinator, False)
+        try:
+            assert _txn_offset_commit(t, group, topic, 7) == "NONE"
+        finally:
+            _set_verification(bs, coordinator, None)
+        assert _committed(bs, group, topic) == (-1, "UNSTABLE_OFFSET_COMMIT")
+        assert _open_transaction_start(bs, OFFSETS_TOPIC, offsets_partition, t.pid) >= 0
+        # Verification is on again: another producer's commit without AddOffsetsToTxn is refused.
+        other = Txn(bs, unique("kip890-toc-off-2"))
+        try:
+            other.init()
+            assert _txn_offset_commit(other, group, topic, 8) == "INVALID_TXN_STATE"
+        finally:
+            other.close()
+        # The coordinator learns of the partition late, and its abort marker ends the pending offsets.
+        assert _add_offsets(t, group) == "NONE"
+        assert t.end(commit=False) == E.NONE
+        wait_until(lambda: _committed(bs, group, topic) == (-1, "NONE"), 30, "the aborted offsets dropped")
+        assert _open_transaction_start(bs, OFFSETS_TOPIC, offsets_partition, t.pid) == -1
+    finally:
+        t.close()
+
+
+def test_txn_offset_commit_verification_answers_as_kafka_391(kafkette_and_kafka: dict[str, str]) -> None:
+    names = ("kip890-toc-side-by-side", "kip890-toc-group", "kip890-toc-txn")
+    ours = _txn_offset_commit_scenario(kafkette_and_kafka["kafkette"], *names)
+    theirs = _txn_offset_commit_scenario(kafkette_and_kafka["kafka"], *names)
     assert ours == theirs, "kafkette (left) and Kafka 3.9.1 (right) differ:\n" + "\n".join(
         f"{k}:\n  {ours[k]}\n  {theirs.get(k)}" for k in ours if ours[k] != theirs.get(k))
