@@ -1,4 +1,4 @@
-"""Security-related APIs: out-of-place SASL requests, client quotas and SCRAM credentials.
+"""Security-related APIs: out-of-place SASL requests, client quotas, SCRAM credentials and delegation tokens.
 
 - SASL: authentication happens before a request reaches these handlers (broker/security/sasl_server.py
   answers SaslHandshake and SaslAuthenticate on SASL listeners until the client is authenticated).
@@ -11,6 +11,12 @@
   sanitized like Kafka's Sanitizer), with change notifications, and described back from there.
   Every broker follows those notifications: quotas are enforced from broker/quota/, SCRAM
   credentials are checked by broker/security/sasl_scram.py.
+- Delegation tokens (KIP-48): Create/Renew/Expire/DescribeDelegationToken, with KafkaApis' rules.
+  Only a connection that authenticated a principal, not with a token, may use them (SASL, or SSL
+  with a client certificate; DELEGATION_TOKEN_REQUEST_NOT_ALLOWED otherwise). Creating a token for
+  another owner needs CREATE_TOKENS on that User; renewers must be Users. Describe shows a caller its
+  own tokens (as owner, requester or renewer) and the others its ACLs allow (DESCRIBE on the token
+  or DESCRIBE_TOKENS on its owner). The tokens themselves are broker/delegation_tokens.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ import logging
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer.api import AclOperation, ResourceType
+from broker.security.delegation_token_cache import TokenInformation, same_principal
+from broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from broker.security.sasl_scram import token_authenticated
 from protocol import scram
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
@@ -26,7 +36,9 @@ from protocol.messages import response_type
 
 if TYPE_CHECKING:
     from broker.connection import Connection
+    from broker.delegation_tokens import DelegationTokenManager
     from broker.kafka_apis import KafkaApis
+    from broker.request_authorization import RequestAuthorizer
     from broker.wiring import ZkCall
     from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
@@ -45,6 +57,11 @@ _DQ = response_type(ApiKey.DESCRIBE_CLIENT_QUOTAS)
 _AQ = response_type(ApiKey.ALTER_CLIENT_QUOTAS)
 _DS = response_type(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
 _AS = response_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+_CT = response_type(ApiKey.CREATE_DELEGATION_TOKEN)
+_RT = response_type(ApiKey.RENEW_DELEGATION_TOKEN)
+_ET = response_type(ApiKey.EXPIRE_DELEGATION_TOKEN)
+_DT = response_type(ApiKey.DESCRIBE_DELEGATION_TOKEN)
+ERROR_TIMESTAMP = -1
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +103,12 @@ def _quota_path(entity: dict[str, str | None]) -> tuple[str, str]:
 class SecurityHandlers:
     """SASL, ACLs, client quotas and SCRAM credentials (the last two stored in ZooKeeper's /config)."""
 
-    def __init__(self, zk: KafkaZkClient, zk_call: ZkCall) -> None:
+    def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, tokens: DelegationTokenManager | None = None,
+                 auth: RequestAuthorizer | None = None) -> None:
         self.zk = zk
         self.zk_call = zk_call
+        self.tokens = tokens
+        self.auth = auth
 
     # -- SASL and ACLs ---------------------------------------------------------------------------------
 
@@ -297,6 +317,101 @@ class SecurityHandlers:
             results.append(_AS.AlterUserScramCredentialsResult(user=user, error_code=ErrorCode.NONE, error_message=None))
         return _AS(results=results)
 
+    # -- delegation tokens (Kafka's KafkaApis.handle*TokenRequest, ZooKeeper mode) ----------------------
+
+    @staticmethod
+    def allow_token_requests(conn: Connection) -> bool:
+        """Kafka's KafkaApis.allowTokenRequests: not over PLAINTEXT, not one-way SSL (no client
+        certificate), and not from a session a token authenticated."""
+        protocol = conn.security_protocol
+        return not (token_authenticated(conn.principal) or protocol == "PLAINTEXT"
+                    or (protocol == "SSL" and same_principal(conn.principal, ANONYMOUS)))
+
+    def _authorize(self, conn: Connection, req: Request, operation: AclOperation, resource_type: ResourceType,
+                   name: str) -> bool:
+        return self.auth is None or self.auth.authorize(conn, req, operation, resource_type, name)
+
+    async def create_delegation_token(self, conn: Connection, req: Request) -> Any:
+        b = req.body
+        requester = conn.principal
+        owner = requester if not b.owner_principal_name else KafkaPrincipal(b.owner_principal_type or "",
+                                                                             b.owner_principal_name)
+        renewers = [KafkaPrincipal(r.principal_type, r.principal_name) for r in b.renewers]
+
+        def refused(error: ErrorCode) -> Any:
+            return _CT(error_code=error, principal_type=owner.principal_type, principal_name=owner.name,
+                       token_requester_principal_type=requester.principal_type,
+                       token_requester_principal_name=requester.name, issue_timestamp_ms=ERROR_TIMESTAMP,
+                       expiry_timestamp_ms=ERROR_TIMESTAMP, max_timestamp_ms=ERROR_TIMESTAMP, token_id="", hmac=b"")
+
+        if not self.allow_token_requests(conn):
+            return refused(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
+        if not same_principal(owner, requester) and not self._authorize(
+                conn, req, AclOperation.CREATE_TOKENS, ResourceType.USER, str(owner)):
+            return refused(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED)
+        if any(r.principal_type != USER_TYPE for r in renewers):
+            return refused(ErrorCode.INVALID_PRINCIPAL_TYPE)
+        if self.tokens is None:
+            return refused(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED)
+        created = await self.tokens.create(owner, requester, renewers, b.max_lifetime_ms)
+        info = created.info
+        if info is None:
+            return refused(created.error)
+        return _CT(error_code=ErrorCode.NONE, principal_type=info.owner.principal_type, principal_name=info.owner.name,
+                   token_requester_principal_type=info.token_requester.principal_type,
+                   token_requester_principal_name=info.token_requester.name,
+                   issue_timestamp_ms=info.issue_timestamp, expiry_timestamp_ms=info.expiry_timestamp,
+                   max_timestamp_ms=info.max_timestamp, token_id=info.token_id, hmac=created.hmac)
+
+    async def renew_delegation_token(self, conn: Connection, req: Request) -> Any:
+        if not self.allow_token_requests(conn):
+            return _RT(error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry_timestamp_ms=ERROR_TIMESTAMP)
+        if self.tokens is None:
+            return _RT(error_code=ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, expiry_timestamp_ms=ERROR_TIMESTAMP)
+        error, expiry = await self.tokens.renew(conn.principal, bytes(req.body.hmac), req.body.renew_period_ms)
+        return _RT(error_code=error, expiry_timestamp_ms=expiry)
+
+    async def expire_delegation_token(self, conn: Connection, req: Request) -> Any:
+        if not self.allow_token_requests(conn):
+            return _ET(error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry_timestamp_ms=ERROR_TIMESTAMP)
+        if self.tokens is None:
+            return _ET(error_code=ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, expiry_timestamp_ms=ERROR_TIMESTAMP)
+        error, expiry = await self.tokens.expire(conn.principal, bytes(req.body.hmac), req.body.expiry_time_period_ms)
+        return _ET(error_code=error, expiry_timestamp_ms=expiry)
+
+    async def describe_delegation_token(self, conn: Connection, req: Request) -> Any:
+        if not self.allow_token_requests(conn):
+            return _DT(error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, tokens=[])
+        if self.tokens is None or not self.tokens.enabled:
+            return _DT(error_code=ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, tokens=[])
+        raw_owners = req.body.owners
+        if raw_owners is not None and not raw_owners:  # an empty list asks for nothing
+            return _DT(error_code=ErrorCode.NONE, tokens=[])
+        owners = None if raw_owners is None else [KafkaPrincipal(o.principal_type, o.principal_name)
+                                                  for o in raw_owners]
+        requester = conn.principal
+
+        def eligible(token: TokenInformation) -> bool:
+            """Kafka's DelegationTokenManager.filterToken."""
+            if owners is not None and not any(token.owner_or_renewer(o) for o in owners):
+                return False
+            if token.owner_or_renewer(requester):
+                return True
+            return (self._authorize(conn, req, AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, token.token_id)
+                    or self._authorize(conn, req, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, str(token.owner)))
+
+        described = []
+        for info, mac in self.tokens.tokens(eligible):
+            described.append(_DT.DescribedDelegationToken(
+                principal_type=info.owner.principal_type, principal_name=info.owner.name,
+                token_requester_principal_type=info.token_requester.principal_type,
+                token_requester_principal_name=info.token_requester.name, issue_timestamp=info.issue_timestamp,
+                expiry_timestamp=info.expiry_timestamp, max_timestamp=info.max_timestamp, token_id=info.token_id,
+                hmac=mac, renewers=[_DT.DescribedDelegationTokenRenewer(principal_type=r.principal_type,
+                                                                        principal_name=r.name)
+                                    for r in info.renewers]))
+        return _DT(error_code=ErrorCode.NONE, tokens=described)
+
     def register(self, apis: KafkaApis) -> None:
         apis.register(ApiKey.SASL_HANDSHAKE, self.sasl_handshake)
         apis.register(ApiKey.SASL_AUTHENTICATE, self.sasl_authenticate)
@@ -304,3 +419,7 @@ class SecurityHandlers:
         apis.register(ApiKey.ALTER_CLIENT_QUOTAS, self.alter_client_quotas)
         apis.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, self.describe_user_scram_credentials)
         apis.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, self.alter_user_scram_credentials)
+        apis.register(ApiKey.CREATE_DELEGATION_TOKEN, self.create_delegation_token)
+        apis.register(ApiKey.RENEW_DELEGATION_TOKEN, self.renew_delegation_token)
+        apis.register(ApiKey.EXPIRE_DELEGATION_TOKEN, self.expire_delegation_token)
+        apis.register(ApiKey.DESCRIBE_DELEGATION_TOKEN, self.describe_delegation_token)

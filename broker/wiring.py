@@ -150,7 +150,9 @@ async def build_components(broker: Broker) -> ReplicaManager:
                                 auth,
                                 security=inter_broker_security(broker.config, broker.inter_broker_listener))
     c.cluster.register(broker.apis)
-    SecurityHandlers(broker.zk, broker.zk_call).register(broker.apis)
+    from broker.delegation_tokens import start_delegation_tokens
+
+    SecurityHandlers(broker.zk, broker.zk_call, await start_delegation_tokens(broker), auth).register(broker.apis)
     authorize_quota_and_scram_apis(broker.apis, auth)
     c.producer_ids = ProducerIdManager(broker.zk, broker.broker_id, broker.zk_call)
     markers = TxnMarkerWriter(rm, lambda: broker.config, lambda: c.group_coordinator)

@@ -60,6 +60,10 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -123,6 +127,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int, str]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4, "DescribeLogDirs"),
     ApiKey.SASL_AUTHENTICATE: (0, 2, "SaslAuthenticate"),
     ApiKey.CREATE_PARTITIONS: (0, 3, "CreatePartitions"),
+    # KIP-48 delegation tokens (broker/delegation_tokens.py); Kafka 4 dropped the v0s, so these are
+    # Kafka 3.9's schemas, in protocol/schemas.
+    ApiKey.CREATE_DELEGATION_TOKEN: (0, 3, "CreateDelegationToken"),
+    ApiKey.RENEW_DELEGATION_TOKEN: (0, 2, "RenewDelegationToken"),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: (0, 2, "ExpireDelegationToken"),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: (0, 3, "DescribeDelegationToken"),
     ApiKey.DELETE_GROUPS: (0, 2, "DeleteGroups"),
     ApiKey.ELECT_LEADERS: (0, 2, "ElectLeaders"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1, "IncrementalAlterConfigs"),

@@ -7,14 +7,23 @@ first message names the user, so a credential changed a moment ago is the one th
 
 Failures are Kafka's SaslException (``SaslFailed``): the client learns only that the credentials were
 invalid, never whether the user exists. The one exception is an authorization id other than the user
-name, which Kafka reports to the client as it is. Delegation tokens (``tokenauth=true``) do not exist
-in kafkette: such a client is refused like an unknown user.
+name, which Kafka reports to the client as it is.
+
+Delegation tokens (KIP-48): a client-first message with the extension ``tokenauth=true`` names a token
+id as its user. The credential is then the token's (derived from its HMAC, see
+``broker/security/delegation_token_cache.py``) and the session's authorization id is the token's
+owner, as Kafka's ScramSaslServer does with its DelegationTokenCredentialCallback. The authorization
+id is then a ``TokenOwner``: a ``str`` that remembers it came from a token, so the principal built
+from it still tells the token APIs that the session may not create or renew tokens.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
+from broker.security.delegation_token_cache import DelegationTokenCache
+from broker.security.principal import KafkaPrincipal
 from broker.security.sasl_mechanism import SaslAuthenticationFailed, SaslFailed
 from protocol import scram
 
@@ -22,13 +31,55 @@ MECHANISMS = tuple(scram.MECHANISMS)  # SCRAM-SHA-256, SCRAM-SHA-512
 CredentialLookup = Callable[[str, str], scram.ScramCredential | None]  # (mechanism, user) -> credential
 
 
+class TokenOwner(str):
+    """The authorization id of a session a delegation token authenticated: the owner's name."""
+
+    token_authenticated = True
+
+
+def token_authenticated(principal: KafkaPrincipal) -> bool:
+    """Whether a delegation token authenticated this principal's session (Kafka's
+    KafkaPrincipal.tokenAuthenticated)."""
+    return principal.token_authenticated or isinstance(principal.name, TokenOwner)
+
+
+_EXTENSION = re.compile(r"([A-Za-z]+)=([\x01-\x7F]+)")  # Kafka's ScramMessages EXTENSIONS: ALPHA=VALUE
+
+
+def decode_client_first(token: bytes) -> scram.ClientFirstMessage:
+    """The client-first message with Kafka's SCRAM extensions (``,tokenauth=true`` after the nonce).
+    protocol.scram reads one-letter attributes only, so the extensions are split off first and the
+    rest is decoded (and checked) there."""
+    text = token.decode("utf-8", errors="strict")
+    parts = text.split(",")
+    if len(parts) <= 4:
+        return scram.ClientFirstMessage.decode(token)
+    extensions = []
+    for item in parts[4:]:
+        match = _EXTENSION.fullmatch(item)
+        if match is None:
+            raise scram.ScramError(f"Invalid SCRAM client first message format: '{text}'")
+        extensions.append((match.group(1), match.group(2)))
+    first = scram.ClientFirstMessage.decode(",".join(parts[:4]).encode())
+    return scram.ClientFirstMessage(first.username, first.nonce, first.authorization_id, tuple(extensions))
+
+
+def _token_cache_of(credentials: CredentialLookup) -> DelegationTokenCache | None:
+    # The broker hands us its ScramCredentialCache's bound ``get``; that cache also holds the
+    # broker's delegation tokens.
+    cache = getattr(getattr(credentials, "__self__", None), "tokens", None)
+    return cache if isinstance(cache, DelegationTokenCache) else None
+
+
 class ScramSaslServer:
-    def __init__(self, mechanism: str, credentials: CredentialLookup) -> None:
+    def __init__(self, mechanism: str, credentials: CredentialLookup,
+                 tokens: DelegationTokenCache | None = None) -> None:
         if mechanism not in scram.MECHANISMS:
             raise ValueError(f"Requested mechanism '{mechanism}' is not supported. Supported mechanisms are "
                              f"'{set(MECHANISMS)}'.")
         self.mechanism = mechanism
         self._credentials = credentials
+        self._tokens = tokens if tokens is not None else _token_cache_of(credentials)
         self._state = "client-first"
         self._first: scram.ClientFirstMessage | None = None
         self._server_first: scram.ServerFirstMessage | None = None
@@ -64,10 +115,18 @@ class ScramSaslServer:
         self._credential = self._first = self._server_first = None
 
     def _client_first(self, token: bytes) -> bytes:
-        first = scram.ClientFirstMessage.decode(token)
+        first = decode_client_first(token)
+        authorization_id: str
         if any(key == "tokenauth" and value.lower() == "true" for key, value in first.extensions):
-            raise SaslFailed(f"Token Authentication failed: Invalid tokenId : {first.username}")
-        credential = self._credentials(self.mechanism, first.username)
+            tokens = self._tokens
+            owner = tokens.owner(first.username) if tokens is not None else None
+            if tokens is None or owner is None:
+                raise SaslFailed(f"Token Authentication failed: Invalid tokenId : {first.username}")
+            credential = tokens.credential(self.mechanism, first.username)
+            authorization_id = TokenOwner(owner)
+        else:
+            credential = self._credentials(self.mechanism, first.username)
+            authorization_id = first.username
         if credential is None:
             raise SaslFailed("Authentication failed: Invalid user credentials")
         if first.authorization_id and first.authorization_id != first.username:
@@ -79,7 +138,7 @@ class ScramSaslServer:
         self._first, self._credential = first, credential
         self._server_first = scram.ServerFirstMessage(first.nonce + scram.new_nonce(), credential.salt,
                                                       credential.iterations)
-        self._authorization_id = first.username
+        self._authorization_id = authorization_id
         self._state = "client-final"
         return self._server_first.encode()
 

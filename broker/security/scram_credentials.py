@@ -6,6 +6,10 @@ A user's entity config ``/config/users/<sanitized user>`` holds one key per mech
 is loaded once at start-up and then follows the change notifications AlterUserScramCredentials (or
 Kafka's kafka-configs.sh) writes, on every broker: a new user or a changed password counts at the next
 authentication, without a restart. Lookups are plain dictionary reads on the event loop.
+
+Beside the users' credentials, the cache holds the broker's delegation tokens (``tokens``, Kafka's
+CredentialProvider.tokenCache), which the SCRAM server reads for ``tokenauth=true`` clients and
+``broker/delegation_tokens.py`` keeps in step with ZooKeeper.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from broker.security.delegation_token_cache import DelegationTokenCache
 from protocol import scram
 
 if TYPE_CHECKING:
@@ -35,6 +40,7 @@ def desanitize(name: str) -> str:
 class ScramCredentialCache:
     def __init__(self) -> None:
         self._by_mechanism: dict[str, dict[str, scram.ScramCredential]] = {m: {} for m in scram.MECHANISMS}
+        self.tokens = DelegationTokenCache()
         self._zk: KafkaZkClient | None = None
         self._zk_call: ZkCall | None = None
 

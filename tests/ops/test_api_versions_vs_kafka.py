@@ -26,10 +26,6 @@ ALLOWED: dict[int, tuple[tuple[int, int] | None, tuple[int, int] | None, str]] =
     ApiKey.UPDATE_METADATA: ((8, 8), (0, 8), INTER_BROKER),
     ApiKey.CONTROLLED_SHUTDOWN: ((3, 3), (0, 3), INTER_BROKER),
     ApiKey.ALTER_PARTITION: ((3, 3), (0, 3), INTER_BROKER),
-    38: (None, (0, 3), "CreateDelegationToken: delegation tokens are not implemented"),
-    39: (None, (0, 2), "RenewDelegationToken: delegation tokens are not implemented"),
-    40: (None, (0, 2), "ExpireDelegationToken: delegation tokens are not implemented"),
-    41: (None, (0, 3), "DescribeDelegationToken: delegation tokens are not implemented"),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: ((0, 0), None, "DescribeTopicPartitions, which a ZooKeeper-mode Kafka 3.9 "
                                                      "does not offer, is served as a KRaft broker serves it (the "
                                                      "3.9 Java admin's describeTopics uses it when offered)"),

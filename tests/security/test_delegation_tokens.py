@@ -1,0 +1,247 @@
+"""Delegation tokens (KIP-48) on real brokers: the four token APIs, their rules, and SCRAM login with a
+token (``tokenauth=true``), as a ZooKeeper-mode Kafka 3.9 serves them.
+
+- The fast tests speak the protocol by hand to one SASL broker (``SaslBroker``): create, describe,
+  renew, expire, the HMAC and the ZooKeeper znode in Kafka's format, who may do what, the expiry
+  check, and a broker without a secret key.
+- The slow test drives Kafka's own ``kafka-delegation-tokens`` tool
+  (org.apache.kafka.tools.DelegationTokenCommand, 3.9.1) against a two-broker cluster, and Kafka's
+  console producer and consumer authenticate with the token on the broker that did not create it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from protocol import scram
+from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages import decode_response, encode_request, request_type
+from tests.security.sasl_helpers import (
+    PLAIN_USERS,
+    SaslBroker,
+    ScramExchange,
+    recv_frame,
+    sasl_authenticate,
+    sasl_handshake,
+    wait_until,
+)
+
+SECRET = "token-secret-key"
+MECHANISM = "SCRAM-SHA-256"
+ALICE = ("alice-scram", "alice-scram-secret")
+
+
+# -- a raw client: one SASL (or plaintext) connection, then requests ------------------------------------
+
+
+class RawSession:
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.correlation = 10
+
+    def __enter__(self) -> RawSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def scram(self, mechanism: str, user: str, password: str, *, token: bool = False) -> bool:
+        """A SCRAM exchange (with the tokenauth extension for a token); whether it succeeded."""
+        sasl_handshake(self.sock, mechanism)
+        client = ScramExchange(mechanism, user, password)
+        if token:
+            client.first = scram.ClientFirstMessage(user, client.first.nonce, extensions=(("tokenauth", "true"),))
+        first = sasl_authenticate(self.sock, client.client_first())
+        if first.error_code:
+            return False
+        final = sasl_authenticate(self.sock, client.client_final(first.auth_bytes), correlation_id=3)
+        return bool(final.error_code == 0 and client.server_final_ok(final.auth_bytes))
+
+    def plain(self, user: str, password: str) -> bool:
+        sasl_handshake(self.sock, "PLAIN")
+        return bool(sasl_authenticate(self.sock, f"\0{user}\0{password}".encode()).error_code == 0)
+
+    def request(self, api: int, version: int, **fields: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(encode_request(api, version, self.correlation, "token-test", request_type(api)(**fields)))
+        cid, body = decode_response(api, version, recv_frame(self.sock))
+        assert cid == self.correlation
+        return body
+
+    def create(self, version: int = 3, renewers: tuple[str, ...] = (), max_lifetime_ms: int = -1,
+               owner: str | None = None) -> Any:
+        ct = request_type(ApiKey.CREATE_DELEGATION_TOKEN)
+        return self.request(ApiKey.CREATE_DELEGATION_TOKEN, version,
+                            owner_principal_type="User" if owner else None, owner_principal_name=owner,
+                            renewers=[ct.CreatableRenewers(principal_type=r.split(":")[0],
+                                                           principal_name=r.split(":")[1]) for r in renewers],
+                            max_lifetime_ms=max_lifetime_ms)
+
+    def describe(self, version: int = 3, owners: list[str] | None = None) -> Any:
+        dt = request_type(ApiKey.DESCRIBE_DELEGATION_TOKEN)
+        return self.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, version, owners=None if owners is None else [
+            dt.DescribeDelegationTokenOwner(principal_type="User", principal_name=o) for o in owners])
+
+    def renew(self, mac: bytes, period_ms: int, version: int = 2) -> Any:
+        return self.request(ApiKey.RENEW_DELEGATION_TOKEN, version, hmac=mac, renew_period_ms=period_ms)
+
+    def expire(self, mac: bytes, period_ms: int, version: int = 2) -> Any:
+        return self.request(ApiKey.EXPIRE_DELEGATION_TOKEN, version, hmac=mac, expiry_time_period_ms=period_ms)
+
+
+def scram_session(port: int, user: str, password: str) -> RawSession:
+    session = RawSession(port)
+    assert session.scram(MECHANISM, user, password)
+    return session
+
+
+def token_login(port: int, token_id: str, mac: bytes) -> bool:
+    with RawSession(port) as s:
+        return s.scram(MECHANISM, token_id, base64.b64encode(mac).decode(), token=True)
+
+
+def token_znode(broker: SaslBroker, token_id: str) -> dict[str, Any] | None:
+    zk = KazooClient(hosts=broker.cluster.zk_connect, timeout=20)
+    zk.start(20)
+    try:
+        if zk.exists(f"/delegation_token/tokens/{token_id}") is None:
+            return None
+        doc: dict[str, Any] = json.loads(zk.get(f"/delegation_token/tokens/{token_id}")[0])
+        return doc
+    finally:
+        zk.stop()
+        zk.close()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[SaslBroker]:
+    with SaslBroker(extra={"delegation.token.secret.key": SECRET,
+                           "delegation.token.expiry.check.interval.ms": "200"}) as b:
+        b.set_scram(*ALICE, MECHANISM)
+        yield b
+
+
+# -- fast: the protocol by hand ------------------------------------------------------------------------
+
+
+def test_create_describe_renew_expire_and_login_with_the_token(broker: SaslBroker) -> None:
+    with scram_session(broker.sasl_port, *ALICE) as alice:
+        created = alice.create(renewers=("User:bob",))
+        assert created.error_code == 0, created
+        assert (created.principal_type, created.principal_name) == ("User", ALICE[0])
+        assert (created.token_requester_principal_type, created.token_requester_principal_name) == ("User", ALICE[0])
+        token_id, mac = created.token_id, bytes(created.hmac)
+        # Kafka's token id (a UUID's 16 bytes, URL-safe base64 without padding) and HMAC.
+        assert re.fullmatch(r"[A-Za-z0-9_-]{22}", token_id)
+        assert mac == hmac.new(SECRET.encode(), token_id.encode(), hashlib.sha512).digest()
+        day, week = 24 * 3600 * 1000, 7 * 24 * 3600 * 1000
+        assert created.expiry_timestamp_ms - created.issue_timestamp_ms == day
+        assert created.max_timestamp_ms - created.issue_timestamp_ms == week
+
+        # Stored where Kafka 3.9 stores it, in its format (principals sanitized, no HMAC).
+        assert token_znode(broker, token_id) == {
+            "version": 3, "owner": f"User%3A{ALICE[0]}", "tokenRequester": f"User%3A{ALICE[0]}",
+            "renewers": ["User%3Abob"], "issueTimestamp": created.issue_timestamp_ms,
+            "maxTimestamp": created.max_timestamp_ms, "expiryTimestamp": created.expiry_timestamp_ms,
+            "tokenId": token_id}
+
+        described = alice.describe()
+        assert described.error_code == 0
+        [token] = [t for t in described.tokens if t.token_id == token_id]
+        assert (token.principal_name, bytes(token.hmac), [(r.principal_type, r.principal_name) for r in token.renewers]
+                ) == (ALICE[0], mac, [("User", "bob")])
+        assert alice.describe(owners=[]).tokens == []
+        assert [t.token_id for t in alice.describe(owners=["nobody"]).tokens] == []
+        assert token_id in [t.token_id for t in alice.describe(version=0, owners=[ALICE[0]]).tokens]
+
+        # SCRAM with the token: the session is the owner's, and it may not create or renew tokens.
+        assert token_login(broker.sasl_port, token_id, mac)
+        with RawSession(broker.sasl_port) as by_token:
+            assert by_token.scram("SCRAM-SHA-512", token_id, base64.b64encode(mac).decode(), token=True)
+            refused = by_token.create()
+            assert refused.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+            assert (refused.principal_name, refused.token_id, refused.issue_timestamp_ms) == (ALICE[0], "", -1)
+            assert by_token.renew(mac, -1).error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+            assert by_token.describe().error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        # A wrong password, or the token id without tokenauth, does not log in.
+        assert not token_login(broker.sasl_port, token_id, b"not the hmac")
+        with RawSession(broker.sasl_port) as s:
+            assert not s.scram(MECHANISM, token_id, base64.b64encode(mac).decode())
+
+        # Renew: the renewer may, another user may not; the expiry never passes the maximum.
+        with RawSession(broker.sasl_port) as bob:
+            assert bob.plain("bob", PLAIN_USERS["bob"])
+            renewed = bob.renew(mac, 3600 * 1000)
+            assert renewed.error_code == 0
+            assert renewed.expiry_timestamp_ms <= created.max_timestamp_ms
+            assert token_znode(broker, token_id)["expiryTimestamp"] == renewed.expiry_timestamp_ms  # type: ignore[index]
+            # The renewer sees the token without any ACL.
+            assert token_id in [t.token_id for t in bob.describe().tokens]
+        with RawSession(broker.sasl_port) as admin:
+            assert admin.plain("admin", PLAIN_USERS["admin"])
+            assert admin.renew(mac, 1000).error_code == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+            assert admin.expire(mac, -1).error_code == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        assert alice.renew(b"\x01" * 64, 1000).error_code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+
+        # Expire with a negative period: gone at once, everywhere.
+        expired = alice.expire(mac, -1)
+        assert expired.error_code == 0 and expired.expiry_timestamp_ms > 0
+        assert token_znode(broker, token_id) is None
+        assert token_id not in [t.token_id for t in alice.describe().tokens]
+        assert not token_login(broker.sasl_port, token_id, mac)
+        assert alice.expire(mac, -1).error_code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+
+
+def test_token_requests_need_an_authenticated_non_token_session(broker: SaslBroker) -> None:
+    with RawSession(broker.plain_port) as plaintext:
+        refused = plaintext.create(version=1)
+        assert refused.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        assert (refused.principal_type, refused.principal_name) == ("User", "ANONYMOUS")
+        for call in (plaintext.renew(b"x", 1), plaintext.expire(b"x", 1), plaintext.describe()):
+            assert call.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    with scram_session(broker.sasl_port, *ALICE) as alice:
+        # Renewers must be Users.
+        assert alice.create(renewers=("Group:ops",)).error_code == ErrorCode.INVALID_PRINCIPAL_TYPE
+        # Without an authorizer, creating a token for another owner is allowed (as Kafka: no authorizer,
+        # every authorize() is true); the requester is kept.
+        other = alice.create(owner="carol")
+        assert other.error_code == 0
+        assert (other.principal_name, other.token_requester_principal_name) == ("carol", ALICE[0])
+        # The requester may describe, not renew: that is the owner's or a renewer's.
+        assert other.token_id in [t.token_id for t in alice.describe().tokens]
+        assert alice.renew(bytes(other.hmac), 1000).error_code == ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        # The session of carol's token is carol's.
+        assert token_login(broker.sasl_port, other.token_id, bytes(other.hmac))
+        # A positive expiry period only moves the expiry; the expiry check then removes the token.
+        short = alice.create(max_lifetime_ms=60_000)
+        assert short.error_code == 0 and short.max_timestamp_ms - short.issue_timestamp_ms == 60_000
+        moved = alice.expire(bytes(short.hmac), 300)
+        assert moved.error_code == 0 and moved.expiry_timestamp_ms < short.max_timestamp_ms
+        wait_until(lambda: token_znode(broker, short.token_id) is None, 30, "the expiry check to remove the token")
+        assert short.token_id not in [t.token_id for t in alice.describe().tokens]
+        assert alice.renew(bytes(short.hmac), 1000).error_code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+
+
+def test_without_a_secret_key_every_token_api_is_disabled() -> None:
+    with SaslBroker() as b:
+        b.set_scram(*ALICE, MECHANISM)
+        with scram_session(b.sasl_port, *ALICE) as alice:
+            assert alice.create().error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+            assert alice.renew(b"x", 1).error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+            assert alice.expire(b"x", 1).error_code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+            described = alice.describe()
+            assert (described.error_code, described.tokens) == (ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, [])
+        # Kafka checks the channel first: PLAINTEXT is refused as not allowed, not as disabled.
+        with RawSession(b.plain_port) as plaintext:
+            assert plaintext.create().error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
