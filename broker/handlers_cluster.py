@@ -13,15 +13,13 @@ Envelope is how brokers forward requests to a KRaft controller during a ZooKeepe
 3.9 in ZooKeeper mode advertises it and, forwarding not being enabled outside a migration, closes the
 connection of whoever sends one; so does this broker.
 
-Clients normally send these to the controller (Metadata names it). The broker that is the active
-controller answers from its KafkaController; any other broker forwards the request, at the client's
-version, to the controller it learned of from UpdateMetadata and relays the answer. When no controller
-can be reached the client gets NOT_CONTROLLER (retriable: it refreshes metadata and tries again).
+Clients send these to the controller (Metadata names it). Kafka 3.9 in ZooKeeper mode forwards
+nothing outside a KRaft migration: a broker whose controller is not the active one answers ElectLeaders
+NOT_CONTROLLER on every partition (every partition it knows of when none is named; no message, no
+top-level error), AlterPartitionReassignments and ListPartitionReassignments NOT_CONTROLLER at the top
+level with Errors.NOT_CONTROLLER's message. Clients refresh their metadata and go to the controller.
 
-Forwarding keeps one pooled connection to the controller (``controller.network_client``), so
-responses are matched by correlation id and the connection is not re-opened per request.
-
-Authorization happens on the broker the client reached, before any forwarding, as Kafka does:
+Authorization comes first, as in Kafka:
 ElectLeaders and AlterPartitionReassignments need ALTER on the cluster, ListPartitionReassignments
 DESCRIBE; a refused request gets CLUSTER_AUTHORIZATION_FAILED (on every requested partition too).
 """
@@ -38,7 +36,6 @@ from broker.connection import CloseConnection
 from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from broker.update_features import refused as features_refused
 from broker.update_features import update_features
-from controller.network_client import ConnectionPool, ConnectionSettings, KafkaConnectionError
 from protocol.api_versions import ApiKey
 from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 from protocol.errors import ErrorCode
@@ -57,12 +54,30 @@ _ELECT = response_type(ApiKey.ELECT_LEADERS)
 _ALTER = response_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 _LIST = response_type(ApiKey.LIST_PARTITION_REASSIGNMENTS)
 _PRODUCER_IDS = response_type(ApiKey.ALLOCATE_PRODUCER_IDS)
-FORWARD_TIMEOUT_S = 60.0
+# Errors.NOT_CONTROLLER's default message: Kafka's ApiError(NOT_CONTROLLER) for the reassignment APIs.
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
-def _not_controller(api_key: int, body: Any) -> Any:
-    return _refused(api_key, body, ErrorCode.NOT_CONTROLLER,
-                    "This broker is not the controller and the controller could not be reached.")
+def _not_controller(api_key: int, body: Any, metadata: MetadataCache) -> Any:
+    """Kafka's answer off the active controller (KafkaController's ReplicaLeaderElection and
+    (List)PartitionReassignment events when not active)."""
+    code = ErrorCode.NOT_CONTROLLER
+    if api_key == ApiKey.ELECT_LEADERS:
+        # A set of partitions: every one named (all in the metadata cache when none is), grouped by topic.
+        by_topic: dict[str, dict[int, None]] = {}
+        if body.topic_partitions is None:
+            for name, info in metadata.topics.items():
+                by_topic.setdefault(name, {}).update(dict.fromkeys(info.partitions))
+        else:
+            for t in body.topic_partitions:
+                by_topic.setdefault(t.topic, {}).update(dict.fromkeys(t.partitions))
+        return _ELECT(error_code=ErrorCode.NONE, replica_election_results=[
+            _ELECT.ReplicaElectionResult(topic=topic, partition_result=[
+                _ELECT.PartitionResult(partition_id=p, error_code=code, error_message=None) for p in parts])
+            for topic, parts in by_topic.items()])
+    if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        return _ALTER(error_code=code, error_message=NOT_CONTROLLER_MESSAGE, responses=[])
+    return _LIST(error_code=code, error_message=NOT_CONTROLLER_MESSAGE, topics=[])
 
 
 def _refused(api_key: int, body: Any, code: ErrorCode, msg: str | None) -> Any:
@@ -93,39 +108,21 @@ class ClusterHandlers:
         self.broker_id = broker_id
         self.auth = auth
         self.metadata = metadata
-        self.inter_broker_listener = inter_broker_listener
         self.controller = controller  # this broker's KafkaController, once started
-        # Requests are forwarded at the client's own version, so versions are given, not negotiated.
-        # A reassignment or election may take the controller a while: several can be in flight.
-        self.pool = ConnectionPool(ConnectionSettings(
-            client_id=f"broker-{broker_id}-forward", request_timeout_s=FORWARD_TIMEOUT_S,
-            negotiate_versions=False, max_in_flight=5, security=security))
+        # No connection of its own: nothing is forwarded to the controller (see the module docstring).
+        self.inter_broker_listener = inter_broker_listener
+        self.security = security
 
     def _active_controller(self) -> Any:
         ctrl = self.controller()
         return ctrl if ctrl is not None and ctrl.is_active else None
-
-    async def _forward(self, req: Request) -> Any:
-        """Send ``req`` as it came (same API version) to the controller and return its response body."""
-        hdr = req.header
-        controller_id = self.metadata.controller_id
-        if controller_id < 0 or controller_id == self.broker_id:
-            return _not_controller(hdr.api_key, req.body)
-        ep = self.metadata.endpoint(controller_id, self.inter_broker_listener)
-        if ep is None:
-            return _not_controller(hdr.api_key, req.body)
-        try:
-            return await self.pool.request(ep[0], ep[1], hdr.api_key, req.body, version=hdr.api_version)
-        except (OSError, TimeoutError, KafkaConnectionError) as e:
-            log.info("forwarding api key %d to controller %d failed: %r", hdr.api_key, controller_id, e)
-            return _not_controller(hdr.api_key, req.body)
 
     async def elect_leaders(self, conn: Connection, req: Request) -> Any:
         if not self.auth.authorize_cluster(conn, req, AclOperation.ALTER):
             return _refused(ApiKey.ELECT_LEADERS, req.body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         ctrl = self._active_controller()
         if ctrl is None:
-            return await self._forward(req)
+            return _not_controller(ApiKey.ELECT_LEADERS, req.body, self.metadata)
         return await ctrl.handle_elect_leaders(req.body)
 
     async def alter_partition_reassignments(self, conn: Connection, req: Request) -> Any:
@@ -133,7 +130,7 @@ class ClusterHandlers:
             return _refused(ApiKey.ALTER_PARTITION_REASSIGNMENTS, req.body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         ctrl = self._active_controller()
         if ctrl is None:
-            return await self._forward(req)
+            return _not_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, req.body, self.metadata)
         return await ctrl.handle_alter_partition_reassignments(req.body)
 
     async def list_partition_reassignments(self, conn: Connection, req: Request) -> Any:
@@ -141,9 +138,8 @@ class ClusterHandlers:
             return _refused(ApiKey.LIST_PARTITION_REASSIGNMENTS, req.body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         ctrl = self._active_controller()
         if ctrl is None:
-            return await self._forward(req)
+            return _not_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, req.body, self.metadata)
         return await ctrl.handle_list_partition_reassignments(req.body)
-
 
     async def update_features(self, conn: Connection, req: Request) -> Any:
         if not self.auth.authorize_cluster(conn, req, AclOperation.ALTER):
@@ -182,5 +178,4 @@ class ClusterHandlers:
         apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, self.list_partition_reassignments)
 
     def close(self) -> None:
-        """Drop the pooled forwarding connection to the controller."""
-        self.pool.close()
+        """Nothing to release: these handlers hold no connection."""

@@ -91,7 +91,7 @@ def test_controlled_shutdown_then_preferred_election(cluster3: Callable[..., Any
                 admin.wait_leader(topic, p, lambda b, want=reps[0]: b == want, what=f"preferred leader {reps[0]}")
             w.progress(10)
             report("preferred election", **w.unavailability(t1, partition=0))
-            _check_forwarding(cluster, zk, topic)
+            _check_controller_only(cluster, zk, topic)
             counts = w.finish()
             assert counts["failed"] == 0
             report("controlled shutdown + preferred election totals", **counts)
@@ -99,12 +99,23 @@ def test_controlled_shutdown_then_preferred_election(cluster3: Callable[..., Any
             w.abort()
 
 
-def _check_forwarding(cluster: Any, zk: ZkView, topic: str) -> None:
-    """A broker that is not the controller forwards ElectLeaders and ListPartitionReassignments."""
+def _check_controller_only(cluster: Any, zk: ZkView, topic: str) -> None:
+    """ElectLeaders and ListPartitionReassignments are answered by the controller; any other broker
+    answers NOT_CONTROLLER, as Kafka 3.9 does in ZooKeeper mode (it forwards nothing)."""
     controller = zk.controller()
     other = next(b for b in cluster.brokers if b.broker_id != controller)
+    ctrl = next(b for b in cluster.brokers if b.broker_id == controller)
     el = request_type(ApiKey.ELECT_LEADERS)
     with RawClient(other.bootstrap) as raw:
+        r = raw.request(ApiKey.ELECT_LEADERS, 2, election_type=0, timeout_ms=30000,
+                        topic_partitions=[el.TopicPartitions(topic=topic, partitions=[0])])
+        assert r.error_code == 0, r
+        [result] = r.replica_election_results
+        assert [(p.error_code, p.error_message) for p in result.partition_result] == \
+            [(ErrorCode.NOT_CONTROLLER, None)], r
+        r = raw.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, timeout_ms=30000, topics=None)
+        assert r.error_code == ErrorCode.NOT_CONTROLLER and r.topics == [], r
+    with RawClient(ctrl.bootstrap) as raw:
         r = raw.request(ApiKey.ELECT_LEADERS, 2, election_type=0, timeout_ms=30000,
                         topic_partitions=[el.TopicPartitions(topic=topic, partitions=[0])])
         assert r.error_code == 0, r

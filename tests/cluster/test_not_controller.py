@@ -193,3 +193,54 @@ def test_automatic_creation_works_off_the_controller(cluster: Any) -> None:
                         allow_auto_topic_creation=True, include_topic_authorized_operations=False)
         assert [(t.name, t.error_code) for t in r.topics] == [(topic, ErrorCode.LEADER_NOT_AVAILABLE)]
         wait_until(lambda: raw.leaders(topic) == 1, 30, f"a leader for {topic}")
+
+
+def test_elections_and_reassignments_off_the_controller_are_refused(cluster: Any) -> None:
+    """ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments are not forwarded: off
+    the controller, NOT_CONTROLLER on each partition (ElectLeaders: every partition the broker knows when
+    none is named) or at the top level with Kafka's message, and no reassignment starts. kafka-python's
+    admin client, bootstrapped off the controller, gets its answers from the controller."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    controller, other = roles(cluster)
+    topic = unique("nc-elect")
+    el, ar = request_type(ApiKey.ELECT_LEADERS), request_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+    with RawClient(controller.bootstrap) as to_controller, RawClient(other.bootstrap) as to_other, \
+            ZkView(cluster) as zk:
+        assert [t.error_code for t in create_topics(to_controller, 7, topic, partitions=2).topics] == [0]
+        wait_until(lambda: to_other.leaders(topic) == 2, 30, f"{other.broker_id} to know {topic}")
+        before = zk.assignment(topic)
+
+        r = to_other.request(ApiKey.ELECT_LEADERS, 2, election_type=0, timeout_ms=30000, topic_partitions=[
+            el.TopicPartitions(topic=topic, partitions=[1, 0, 1]), el.TopicPartitions(topic="unknown", partitions=[0])])
+        assert r.error_code == 0
+        assert [(t.topic, [(p.partition_id, p.error_code, p.error_message) for p in t.partition_result])
+                for t in r.replica_election_results] == [
+            (topic, [(1, NOT_CONTROLLER, None), (0, NOT_CONTROLLER, None)]), ("unknown", [(0, NOT_CONTROLLER, None)])]
+        r = to_other.request(ApiKey.ELECT_LEADERS, 2, election_type=0, timeout_ms=30000, topic_partitions=None)
+        refused = {t.topic: sorted(p.partition_id for p in t.partition_result if p.error_code == NOT_CONTROLLER)
+                   for t in r.replica_election_results}
+        md = to_other.request(ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)
+        assert refused == {t.name: sorted(p.partition_index for p in t.partitions) for t in md.topics}
+        assert refused[topic] == [0, 1]
+
+        target = [b for b in before[0] if b != before[0][0]] + [before[0][0]]
+        r = to_other.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, timeout_ms=30000, topics=[
+            ar.ReassignableTopic(name=topic, partitions=[ar.ReassignablePartition(partition_index=0, replicas=target)])])
+        assert (r.error_code, r.error_message, r.responses) == (
+            NOT_CONTROLLER, "This is not the correct controller for this cluster.", [])
+        r = to_other.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, timeout_ms=30000, topics=None)
+        assert (r.error_code, r.error_message, r.topics) == (
+            NOT_CONTROLLER, "This is not the correct controller for this cluster.", [])
+        assert zk.assignment(topic) == before and not zk.zk.get_partition_reassignment()
+
+        admin = KafkaAdminClient(bootstrap_servers=other.bootstrap, client_id=unique("nc-admin"))
+        try:
+            assert admin.list_partition_reassignments() == {}
+            assert admin.alter_partition_reassignments({TopicPartition(topic, 0): target}) == \
+                {TopicPartition(topic, 0): None}
+            wait_until(lambda: zk.assignment(topic)[0] == target, 30, "the reassignment to finish")
+        finally:
+            admin.close()
