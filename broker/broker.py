@@ -17,7 +17,9 @@ import functools
 import logging
 import signal
 import socket
+import threading
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from broker.config_changes import ConfigChangeListener
@@ -456,12 +458,16 @@ class Broker:
 
         await stop_metrics(self)
 
-        if self.zk is not None and self.broker_epoch >= 0 and self.config.get("controlled.shutdown.enable"):
-            try:
-                assert self.components.controller_services is not None
-                await self.components.controller_services.controlled_shutdown()
-            except Exception:
-                log.exception("controlled shutdown failed; shutting down uncleanly")
+        zk_reachable = await self._zookeeper_reachable_for_shutdown()
+        if zk_reachable and self.broker_epoch >= 0 and self.config.get("controlled.shutdown.enable"):
+            await self._controlled_shutdown()
+        if self.zk is not None and not zk_reachable:
+            # Every ZooKeeper call below would wait for a session that cannot come back (Kafka's
+            # retryRequestsUntilConnected waits for ever too). Closing the client first makes them fail
+            # at once; the session expires on ZooKeeper's side and the controller moves our partitions.
+            log.warning("[KafkaServer id=%d] ZooKeeper is unreachable: shutting down without it",
+                        self.broker_id)
+            await self._close_zookeeper()
         for s in self._servers:
             with contextlib.suppress(OSError):
                 s.close()
@@ -473,15 +479,57 @@ class Broker:
             c.close()
         for t in self._tasks:
             t.cancel()
+        # Each step is on its own: one that fails must not keep the logs from closing cleanly.
         if self.config_changes is not None:
-            await self.config_changes.stop()
+            await self._shutdown_step("config change notifications", self.config_changes.stop())
         if self.components.controller_services is not None:
-            await self.components.controller_services.stop()
-        await stop_components(self)
+            await self._shutdown_step("controller", self.components.controller_services.stop())
+        await self._shutdown_step("broker components", stop_components(self))
+        loop = asyncio.get_running_loop()
         if self.cleaner is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
+            await self._shutdown_step("log cleaner", loop.run_in_executor(None, self.cleaner.stop))
         if self.log_manager is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown, self.broker_epoch)
-        if self.zk is not None:
-            with contextlib.suppress(Exception):
-                await self.zk_call(self.zk.close)
+            await loop.run_in_executor(None, self.log_manager.shutdown, self.broker_epoch)
+        if self.zk is not None and zk_reachable:
+            await self._close_zookeeper()
+
+    async def _zookeeper_reachable_for_shutdown(self) -> bool:
+        """False when ZooKeeper stays unreachable for a session timeout: by then our session is lost
+        anyway, and waiting longer only keeps the process from stopping."""
+        if self.zk is None:
+            return False
+        deadline = time.monotonic() + self.config.get("zookeeper.session.timeout.ms") / 1000.0
+        while not self.zk.connected:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
+
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown, bounded by its own settings: every attempt may take a controller
+        request timeout plus the retry backoff, so a controller that never answers cannot hold us."""
+        cfg = self.config
+        bound = cfg.get("controlled.shutdown.max.retries") * (
+            cfg.get("controller.socket.timeout.ms") + cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
+        try:
+            assert self.components.controller_services is not None
+            await asyncio.wait_for(self.components.controller_services.controlled_shutdown(), bound)
+        except TimeoutError:
+            log.warning("controlled shutdown did not finish in %.0f s; shutting down uncleanly", bound)
+        except Exception:
+            log.exception("controlled shutdown failed; shutting down uncleanly")
+
+    async def _shutdown_step(self, what: str, step: Awaitable[Any]) -> None:
+        try:
+            await step
+        except Exception:
+            log.exception("stopping the %s failed; shutting down the rest", what)
+
+    async def _close_zookeeper(self) -> None:
+        # In a thread of its own: the shared executor's threads may all be waiting on ZooKeeper.
+        assert self.zk is not None
+        closer = threading.Thread(target=self.zk.close, name="zookeeper-close", daemon=True)
+        closer.start()
+        deadline = time.monotonic() + 10.0
+        while closer.is_alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
