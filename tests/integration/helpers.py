@@ -48,6 +48,19 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[s
         wait_until(lambda: raw.leaders(name) == partitions, 15, f"leaders for all partitions of {name}")
 
 
+def controller_bootstrap(bootstrap: str, timeout: float = 30) -> str:
+    """``host:port`` of the active controller, as Metadata names it. CreateTopics, DeleteTopics and
+    CreatePartitions go there: any other broker answers them NOT_CONTROLLER, as Kafka does."""
+
+    def ask() -> str | None:
+        with RawClient(bootstrap) as raw:
+            md = raw.request(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False,
+                             include_topic_authorized_operations=False)
+        return next((f"{b.host}:{b.port}" for b in md.brokers if b.node_id == md.controller_id), None)
+
+    return wait_until(ask, timeout, f"a controller in the metadata of {bootstrap}")
+
+
 class RawClient:
     """Requests and responses over a plain socket, encoded with kafkette's own protocol package."""
 

@@ -19,7 +19,7 @@ from clients.devcluster import REPO, BrokerProcess, wait_for_port
 from protocol.api_versions import ApiKey
 from protocol.messages import request_type
 from protocol.records import build_batch, iter_batches
-from tests.integration.helpers import RawClient, wait_until
+from tests.integration.helpers import RawClient, controller_bootstrap, wait_until
 
 # Small segments so that partitions with a few records span several of them.
 SEGMENT_BYTES = 4096
@@ -37,7 +37,7 @@ class Fleet:
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int, timeout: float = 300) -> None:
     mt = request_type(ApiKey.CREATE_TOPICS)
-    with RawClient(bootstrap, timeout=timeout) as raw:
+    with RawClient(controller_bootstrap(bootstrap), timeout=timeout) as raw:
         r = raw.request(ApiKey.CREATE_TOPICS, 5, topics=[mt.CreatableTopic(
             name=topic, num_partitions=partitions, replication_factor=replication, assignments=[],
             configs=[mt.CreatableTopicConfig(name="segment.bytes", value=str(SEGMENT_BYTES))])],

@@ -13,7 +13,7 @@ from typing import Any
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import request_type
-from tests.integration.helpers import RawClient, unique, wait_until
+from tests.integration.helpers import RawClient, controller_bootstrap, unique, wait_until
 
 _META = request_type(ApiKey.METADATA)
 
@@ -27,12 +27,13 @@ def _partition(raw: RawClient, version: int, topic: str) -> Any:
 def test_metadata_v0_leaves_out_unreachable_replicas(cluster_factory: Any) -> None:
     cluster = cluster_factory(2)
     topic = unique("md-v0")
-    with RawClient(cluster.brokers[0].bootstrap) as raw:
-        ct = request_type(ApiKey.CREATE_TOPICS)
-        r = raw.request(ApiKey.CREATE_TOPICS, 7, timeout_ms=15000, validate_only=False, topics=[ct.CreatableTopic(
+    ct = request_type(ApiKey.CREATE_TOPICS)
+    with RawClient(controller_bootstrap(cluster.bootstrap)) as admin:
+        r = admin.request(ApiKey.CREATE_TOPICS, 7, timeout_ms=15000, validate_only=False, topics=[ct.CreatableTopic(
             name=topic, num_partitions=-1, replication_factor=-1, assignments=[
                 ct.CreatableReplicaAssignment(partition_index=0, broker_ids=[0, 1])], configs=[])])
-        assert r.topics[0].error_code == 0
+    assert r.topics[0].error_code == 0
+    with RawClient(cluster.brokers[0].bootstrap) as raw:
         wait_until(lambda: _partition(raw, 0, topic).isr_nodes == [0, 1], 30, "both replicas in sync")
         p = _partition(raw, 0, topic)
         assert (p.error_code, p.leader_id, p.replica_nodes) == (0, 0, [0, 1])

@@ -27,7 +27,7 @@ from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import request_type
 from protocol.records import build_batch
-from tests.integration.helpers import RawClient, wait_until
+from tests.integration.helpers import RawClient, controller_bootstrap, wait_until
 
 QUOTA = 102_400  # bytes/s
 WINDOW_OVERRIDES = {"quota.window.num": "2", "quota.window.size.seconds": "1"}
@@ -61,7 +61,7 @@ def alter_quotas(bootstrap: str, entity: dict[str, str | None], **values: float 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 2, version: int = 7,
                  client_id: str = "quota-admin") -> Any:
     mt = request_type(ApiKey.CREATE_TOPICS)
-    with RawClient(bootstrap, client_id=client_id) as raw:
+    with RawClient(controller_bootstrap(bootstrap), client_id=client_id) as raw:
         return raw.request(ApiKey.CREATE_TOPICS, version, timeout_ms=15000, validate_only=False, topics=[
             mt.CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication,
                               assignments=[], configs=[])])
