@@ -149,6 +149,7 @@ class BrokerCollector:
         out += self._replica_manager_metrics(partitions, offline_tps)
         out += self._log_metrics(partitions, offline_tps)
         out += self._purgatory_metrics()
+        out += self._verification_metrics()
         out += self._controller_metrics(active)
         out.append(GaugeMetricFamily("kafka_server_kafkaserver_brokerstate",
                                      "Broker state (3 = running, Kafka's numbering).", value=BROKER_STATE_RUNNING))
@@ -312,6 +313,23 @@ class BrokerCollector:
             flush.add({}, (), 0, 0.0)
         out.append(flush.metric)
         return out
+
+    def _verification_metrics(self) -> list[Metric]:
+        """KIP-890's AddPartitionsToTxnManager metrics (transaction.partition.verification.enable)."""
+        verifier = self.broker.components.txn_verifier
+        failures = CounterMetricFamily(
+            "kafka_server_addpartitionstotxnmanager_verificationfailurerate",
+            "Partitions whose transaction verification failed (VerificationFailureRate).",
+            value=verifier.stats.failed_partitions if verifier is not None else 0)
+        timing = SummaryFamily("kafka_server_addpartitionstotxnmanager_verificationtimems",
+                               "Milliseconds from a verification question to its answer (VerificationTimeMs), "
+                               "percentiles over the last 1,028 verifications.")
+        if verifier is not None:
+            stats = verifier.stats
+            timing.add({}, list(stats.time_ms), stats.verifications, stats.total_time_ms)
+        else:
+            timing.add({}, (), 0, 0.0)
+        return [failures, timing.metric]
 
     def _purgatory_metrics(self) -> list[Metric]:
         b = self.broker

@@ -18,10 +18,15 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.ops.helpers import ok, running_cluster, unique, urls, wait_until
+from protocol.errors import ErrorCode as E
+from tests.integration.helpers import create_topic
+from tests.ops.helpers import ok, running_cluster, scrape, unique, urls, wait_until
+from tests.txn.test_kip890_verification import NOT_ADDED, _produce
+from tests.txn.test_txn_protocol import Txn
 
 REPO = Path(__file__).resolve().parents[2]
 SERIES_LIST = Path(__file__).with_name("exporter_series.txt")
@@ -380,3 +385,35 @@ def test_message_conversion_metrics(cluster: object) -> None:
         # that found no new records); the largest value is a conversion's.
         assert matching(s, memory, request=request, quantile="0.50") == [0.0], request
         assert matching(s, memory, request=request, quantile="0.999")[0] > 0, request
+
+
+VERIFY_FAILURES = "kafka_server_addpartitionstotxnmanager_verificationfailurerate_total"
+VERIFY_TIME_COUNT = "kafka_server_addpartitionstotxnmanager_verificationtimems_count"
+
+
+def _cluster_total(cluster: object, name: str) -> float:
+    return sum(v for url in urls(cluster) for (n, _labels), v in scrape(url).items() if n == name)
+
+
+def test_a_refused_transactional_produce_is_counted_as_a_verification_failure(cluster: Any) -> None:
+    # KIP-890's AddPartitionsToTxnManager metrics (VerificationFailureRate, VerificationTimeMs).
+    failures_before = _cluster_total(cluster, VERIFY_FAILURES)
+    questions_before = _cluster_total(cluster, VERIFY_TIME_COUNT)
+    topic = unique("verify-metrics")
+    create_topic(cluster.bootstrap, topic, 2)
+    t = Txn(cluster.bootstrap, unique("verify-metrics-txn"))
+    try:
+        t.init()
+        assert t.add(topic, [0]) == E.NONE
+        assert _produce(t, topic, 0, [b"in"], 0).error_code == E.NONE
+        r = _produce(t, topic, 1, [b"stray"], 0)
+        assert (r.error_code, r.error_message) == (E.INVALID_TXN_STATE, NOT_ADDED)
+    finally:
+        t.close()
+    wait_until(lambda: _cluster_total(cluster, VERIFY_FAILURES) >= failures_before + 1, 30,
+               "the failure in the exported counter")
+    # Both first writes were questions to the coordinator: the added partition's and the refused one's.
+    assert _cluster_total(cluster, VERIFY_TIME_COUNT) >= questions_before + 2
+    quantiles = [labels for url in urls(cluster) for (n, labels), _ in scrape(url).items()
+                 if n == "kafka_server_addpartitionstotxnmanager_verificationtimems"]
+    assert frozenset({("quantile", "0.99")}) in quantiles
