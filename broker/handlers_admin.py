@@ -352,8 +352,9 @@ class AdminHandlers:
     async def create_topics(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
         if not self._controller_active():
+            # Kafka leaves the result's message at its default: an empty string, not null.
             return _CT(topics=[_CT.CreatableTopicResult(
-                name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=None, num_partitions=-1,
+                name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message="", num_partitions=-1,
                 replication_factor=-1, configs=[]) for t in b.topics])
         seen: dict[str, int] = {}
         for t in b.topics:

@@ -96,8 +96,8 @@ def test_topic_changes_off_the_controller_are_refused(cluster: Any) -> None:
             assert [(t.name, t.error_code) for t in r.topics] == [
                 (new, NOT_CONTROLLER), (kept, NOT_CONTROLLER), (new, NOT_CONTROLLER),
                 ("illegal name!", NOT_CONTROLLER), ("__cluster_metadata", NOT_CONTROLLER)], version
-            if version >= 1:
-                assert all(t.error_message is None for t in r.topics)
+            if version >= 1:  # Kafka's default message: empty, where DeleteTopics and CreatePartitions have null
+                assert all(t.error_message == "" for t in r.topics)
             if version >= 5:
                 assert all((t.num_partitions, t.replication_factor, t.topic_config_error_code) == (-1, -1, 0)
                            for t in r.topics)
@@ -244,3 +244,137 @@ def test_elections_and_reassignments_off_the_controller_are_refused(cluster: Any
             wait_until(lambda: zk.assignment(topic)[0] == target, 30, "the reassignment to finish")
         finally:
             admin.close()
+
+
+# ================================================================================================
+# Side by side with Apache Kafka 3.9.1 (ZooKeeper mode): the same requests to a broker that is not
+# the controller get the very same response bytes.
+
+
+class KafkaPair:
+    """Two Apache Kafka 3.9.1 brokers on one ZooKeeper: broker 0 (started first, the controller) and
+    broker 1 (``follower``)."""
+
+    def __init__(self) -> None:
+        from tests.ops.kafka_broker import KafkaZkBroker
+
+        self.first = KafkaZkBroker()
+        self.process: Any = None
+        self.port = 0
+
+    def start(self) -> KafkaPair:
+        import subprocess
+
+        from clients.devcluster import wait_for_port
+        from clients.zookeeper_server import free_port
+        from tests.kafka_dist import classpath
+
+        first = self.first.start()
+        self.port = free_port()
+        props = {"broker.id": "1", "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                 "log.dirs": str(first.dir / "data-1"), "zookeeper.connect": f"{first.zk.connect_string}/kafka",
+                 "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "5",
+                 "group.initial.rebalance.delay.ms": "0"}
+        cfg = first.dir / "server-1.properties"
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.process = subprocess.Popen(
+            ["java", "-Xmx512m", *first.jvm_options, "-cp", classpath(), "kafka.Kafka", str(cfg)],
+            stdout=open(first.dir / "kafka-1.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+        wait_for_port("127.0.0.1", self.port, 120, self.process)
+        with RawClient(self.follower) as raw:
+            wait_until(lambda: (lambda md: md.controller_id == 0 and len(md.brokers) == 2)(metadata(raw)), 120,
+                       "Kafka broker 1 to see broker 0 as the controller")
+        return self
+
+    @property
+    def follower(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except Exception:
+                self.process.kill()
+                self.process.wait()
+        self.first.stop()
+
+
+def refused_requests(topic: str) -> list[tuple[str, int, int, dict[str, Any]]]:
+    """(what, api key, version, fields): controller requests, each with topics that exist and do not,
+    named twice, illegal or reserved."""
+    el, ar = request_type(ApiKey.ELECT_LEADERS), request_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+    lr = request_type(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+    names = [topic, "nc-missing", topic, "illegal name!", "__cluster_metadata"]
+
+    def creatable(n: str) -> Any:
+        return _CT.CreatableTopic(name=n, num_partitions=2, replication_factor=1, assignments=[],
+                                  configs=[_CT.CreatableTopicConfig(name="retention.ms", value="1000")])
+
+    out: list[tuple[str, int, int, dict[str, Any]]] = []
+    for v in range(8):
+        out.append((f"CreateTopics v{v}", ApiKey.CREATE_TOPICS, v,
+                    {"timeout_ms": 5000, "validate_only": v >= 1, "topics": [creatable(n) for n in names]}))
+    for v in range(6):
+        out.append((f"DeleteTopics v{v}", ApiKey.DELETE_TOPICS, v, {"timeout_ms": 5000, "topic_names": names}))
+    out.append(("DeleteTopics v6", ApiKey.DELETE_TOPICS, 6, {"timeout_ms": 5000, "topics": [
+        _DT.DeleteTopicState(name=topic, topic_id=uuid.UUID(int=0)),
+        _DT.DeleteTopicState(name=None, topic_id=uuid.UUID("7f8e3c5a-1b2d-4e6f-8a9b-0c1d2e3f4a5b"))]}))
+    for v in range(4):
+        out.append((f"CreatePartitions v{v}", ApiKey.CREATE_PARTITIONS, v, {
+            "timeout_ms": 5000, "validate_only": False,
+            "topics": [_CP.CreatePartitionsTopic(name=topic, count=4, assignments=None)]}))
+    for v in range(3):
+        out.append((f"ElectLeaders v{v}", ApiKey.ELECT_LEADERS, v, {
+            "election_type": 0, "timeout_ms": 5000,
+            "topic_partitions": [el.TopicPartitions(topic=topic, partitions=[0])]}))
+    out.append(("AlterPartitionReassignments v0", ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {
+        "timeout_ms": 5000, "topics": [ar.ReassignableTopic(name=topic, partitions=[
+            ar.ReassignablePartition(partition_index=0, replicas=[0, 1])])]}))
+    out.append(("ListPartitionReassignments v0", ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                {"timeout_ms": 5000, "topics": None}))
+    out.append(("ListPartitionReassignments v0, named", ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                {"timeout_ms": 5000, "topics": [lr.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])]}))
+    return out
+
+
+def answers(bootstrap: str, requests: list[tuple[str, int, int, dict[str, Any]]]) -> dict[str, bytes]:
+    from protocol.messages import encode_request, new_request
+
+    out = {}
+    with RawClient(bootstrap, client_id="nc-side-by-side") as raw:
+        for cid, (what, api_key, version, fields) in enumerate(requests, 1):
+            raw.send_frame(encode_request(api_key, version, cid, "nc-side-by-side", new_request(api_key, **fields)))
+            out[what] = raw.recv_frame()
+    return out
+
+
+@pytest.mark.slow
+def test_refusals_are_kafkas_byte_for_byte(cluster: Any) -> None:
+    """Every controller request above, sent to a broker that is not the controller of a kafkette cluster
+    and of an Apache Kafka 3.9.1 cluster (the same topic existing on both): the same response bytes."""
+    controller, other = roles(cluster)
+    topic = unique("nc-same")
+    kafka = KafkaPair()
+    try:
+        kafka.start()
+        for bootstrap, on in ((controller.bootstrap, "kafkette"), (kafka.first.bootstrap, "Kafka")):
+            with RawClient(bootstrap) as raw:
+                assert [t.error_code for t in create_topics(raw, 7, topic, partitions=2, replication=1).topics] == \
+                    [0], on
+        for bootstrap in (other.bootstrap, kafka.follower):
+            with RawClient(bootstrap) as raw:
+                wait_until(lambda raw=raw: raw.leaders(topic) == 2, 60, f"{bootstrap} to know {topic}")
+        requests = refused_requests(topic)
+        theirs = answers(kafka.follower, requests)
+        ours = answers(other.bootstrap, requests)
+        from protocol.messages import decode_response
+
+        differ = {what: (decode_response(api_key, version, theirs[what])[1], decode_response(api_key, version,
+                                                                                          ours[what])[1])
+                  for what, api_key, version, _ in requests if theirs[what] != ours[what]}
+        assert differ == {}, "\n".join(f"{w}:\n  Kafka:    {a}\n  kafkette: {b}" for w, (a, b) in differ.items())
+        assert len(theirs) == len(requests)
+    finally:
+        kafka.stop()
