@@ -246,6 +246,55 @@ def test_elections_and_reassignments_off_the_controller_are_refused(cluster: Any
             admin.close()
 
 
+def test_not_controller_comes_before_authorization(request: pytest.FixtureRequest) -> None:
+    """With Kafka's AclAuthorizer, a caller holding no ACL gets NOT_CONTROLLER from a broker that is not
+    the controller for topic changes (checked before authorization, as in Kafka) and
+    TOPIC_AUTHORIZATION_FAILED from the controller; ElectLeaders and the reassignment APIs authorize
+    first, so that caller gets CLUSTER_AUTHORIZATION_FAILED from either."""
+    from clients.devcluster import LocalCluster
+    from tests.security.acl_matrix import BROKER_OVERRIDES, SUBJECT_HOST, call, connect
+    from tests.security.test_acl_matrix import prepare_acls
+
+    denied_topic, denied_cluster = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    el = request_type(ApiKey.ELECT_LEADERS)
+    cluster = LocalCluster(2, overrides=BROKER_OVERRIDES, metrics_base_port=None)
+    zk = None
+    try:
+        cluster.zk.start()
+        zk = prepare_acls(cluster.zk.connect_string, cluster.chroot)
+        cluster.start()
+        attach_cluster(request, cluster)
+        controller, other = roles(cluster)
+        topic = unique("nc-acl")
+        with RawClient(controller.bootstrap) as admin:  # 127.0.0.1: the administrator's address
+            assert [t.error_code for t in create_topics(admin, 7, topic, replication=2).topics] == [0]
+        for broker, topic_error in ((other, NOT_CONTROLLER), (controller, denied_topic)):
+            conn = connect(broker.bootstrap, SUBJECT_HOST)
+            try:
+                r = call(conn, ApiKey.CREATE_TOPICS, 7, timeout_ms=5000, validate_only=False, topics=[
+                    _CT.CreatableTopic(name=unique("nc-acl"), num_partitions=1, replication_factor=1,
+                                       assignments=[], configs=[])])
+                assert [t.error_code for t in r.topics] == [topic_error], broker.broker_id
+                r = call(conn, ApiKey.DELETE_TOPICS, 6, timeout_ms=5000,
+                         topics=[_DT.DeleteTopicState(name=topic, topic_id=uuid.UUID(int=0))])
+                assert [t.error_code for t in r.responses] == [topic_error], broker.broker_id
+                r = call(conn, ApiKey.CREATE_PARTITIONS, 3, timeout_ms=5000, validate_only=False,
+                         topics=[_CP.CreatePartitionsTopic(name=topic, count=2, assignments=None)])
+                assert [t.error_code for t in r.results] == [topic_error], broker.broker_id
+                r = call(conn, ApiKey.ELECT_LEADERS, 2, election_type=0, timeout_ms=5000,
+                         topic_partitions=[el.TopicPartitions(topic=topic, partitions=[0])])
+                assert (r.error_code, [p.error_code for t in r.replica_election_results
+                                       for p in t.partition_result]) == (denied_cluster, [denied_cluster])
+                r = call(conn, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, timeout_ms=5000, topics=None)
+                assert r.error_code == denied_cluster
+            finally:
+                conn.close()
+    finally:
+        if zk is not None:
+            zk.close()
+        cluster.__exit__(None, None, None)
+
+
 # ================================================================================================
 # Side by side with Apache Kafka 3.9.1 (ZooKeeper mode): the same requests to a broker that is not
 # the controller get the very same response bytes.
