@@ -17,18 +17,24 @@ import hmac
 import json
 import re
 import socket
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from clients.devcluster import LocalCluster
+from clients.devcluster_secure import write_scram_credentials
+from clients.zookeeper_server import free_port
 from protocol import scram
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import decode_response, encode_request, request_type
 from tests.security.sasl_helpers import (
     PLAIN_USERS,
+    SCRAM_MODULE,
     SaslBroker,
     ScramExchange,
     recv_frame,
@@ -245,3 +251,171 @@ def test_without_a_secret_key_every_token_api_is_disabled() -> None:
         # Kafka checks the channel first: PLAINTEXT is refused as not allowed, not as disabled.
         with RawSession(b.plain_port) as plaintext:
             assert plaintext.create().error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+
+
+# -- slow: Kafka's own tool and clients, two brokers -----------------------------------------------------
+
+JAVA_SECRET = "alice-java-secret"
+TOOL = "org.apache.kafka.tools.DelegationTokenCommand"
+
+
+def java(main_class: str, *args: str, stdin: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """A Kafka 3.9.1 tool from the Maven Central jars (tests/kafka_dist.py), its exit status kept."""
+    from tests.kafka_dist import classpath
+
+    return subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", classpath(), main_class, *args],
+                          input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def client_properties(path: Path, user: str, password: str, *, token: bool = False) -> Path:
+    extra = ' tokenauth="true"' if token else ""
+    path.write_text("security.protocol=SASL_PLAINTEXT\n"
+                    f"sasl.mechanism={MECHANISM}\n"
+                    f'sasl.jaas.config={SCRAM_MODULE} required username="{user}" password="{password}"{extra};\n')
+    return path
+
+
+class TokenTool:
+    """``kafka-delegation-tokens.sh`` against one bootstrap server, as one user."""
+
+    def __init__(self, bootstrap: str, config: Path) -> None:
+        self.bootstrap, self.config = bootstrap, config
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return java(TOOL, "--bootstrap-server", self.bootstrap, "--command-config", str(self.config), *args)
+
+    def ok(self, *args: str) -> str:
+        proc = self.run(*args)
+        assert proc.returncode == 0, f"{args}: {proc.stdout}\n{proc.stderr}"
+        return proc.stdout
+
+    def create(self, *args: str) -> tuple[str, str, str]:
+        """(token id, HMAC, the tool's output)."""
+        out = self.ok("--create", *args)
+        rows = [line.split() for line in out.splitlines() if line.strip() and not line.startswith(("TOKENID", "Call"))
+                and not line.startswith("Created")]
+        token_id, mac = rows[-1][0], rows[-1][1]
+        assert f"Created delegation token with tokenId : {token_id}" in out
+        return token_id, mac, out
+
+    def described(self, *args: str) -> list[list[str]]:
+        out = self.ok("--describe", *args)
+        assert "Total number of tokens" in out
+        return [line.split() for line in out.splitlines()
+                if line.strip() and not line.startswith(("TOKENID", "Call", "Total"))]
+
+
+def sasl_listeners(sasl_ports: list[int]) -> Any:
+    def overrides(broker_id: int, port: int) -> dict[str, str]:
+        spec = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[broker_id]}"
+        return {"listeners": spec, "advertised.listeners": spec}
+    return overrides
+
+
+def transcript(tool: TokenTool, renewer_tool: TokenTool) -> list[str]:
+    """One create/describe/renew/expire session with the tool, normalised (ids, HMACs and dates out)."""
+    steps = []
+    token_id, mac, out = tool.create("--max-life-time-period", "-1", "--renewer-principal", "User:bob")
+    steps.append(out.replace(token_id, "<id>").replace(mac, "<hmac>"))
+    steps.append(repr(tool.described()))
+    rows = tool.described("--owner-principal", "User:alice")
+    steps.append(repr(sorted((r[0] == token_id, r[2], r[3], r[4]) for r in rows)))
+    steps.append(repr(renewer_tool.run("--renew", "--hmac", mac, "--renew-time-period", "-1").returncode))
+    renewed = tool.ok("--renew", "--hmac", mac, "--renew-time-period", "3600000")
+    steps.append(re.sub(r"date : .*", "date : <date>", renewed.replace(mac, "<hmac>")))
+    expired = tool.ok("--expire", "--hmac", mac, "--expiry-time-period", "-1")
+    steps.append(re.sub(r"date : .*", "date : <date>", expired.replace(mac, "<hmac>")))
+    steps.append(repr([r[0] for r in tool.described("--owner-principal", "User:alice") if r[0] == token_id]))
+    return [re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d", "<date>", step) for step in steps]
+
+
+@pytest.mark.slow
+def test_kafka_tool_and_java_clients_with_a_token_across_brokers(tmp_path: Path) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    sasl_ports = [free_port(), free_port()]
+    overrides = {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                 "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": MECHANISM,
+                 f"listener.name.sasl_plaintext.{MECHANISM.lower()}.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+                 "delegation.token.secret.key": SECRET}
+    users = {"alice": JAVA_SECRET, "bob": "bob-java-secret"}
+    with LocalCluster(2, overrides=overrides, broker_overrides=sasl_listeners(sasl_ports),
+                      before_brokers=lambda zk: write_scram_credentials(zk, users, MECHANISM)) as cluster:
+        creator = TokenTool(f"127.0.0.1:{sasl_ports[0]}", client_properties(tmp_path / "alice.properties",
+                                                                             "alice", JAVA_SECRET))
+        token_id, mac, _ = creator.create("--max-life-time-period", "-1", "--renewer-principal", "User:bob")
+        # Without --owner-principal the tool asks for an empty owner list, which Kafka answers with no tokens.
+        assert creator.described() == []
+        [row] = [r for r in creator.described("--owner-principal", "User:alice") if r[0] == token_id]
+        assert row[1:5] == [mac, "User:alice", "User:alice", "[User:bob]"]
+
+        # Through the other broker: bob (a renewer) sees and renews it.
+        other = TokenTool(f"127.0.0.1:{sasl_ports[1]}", client_properties(tmp_path / "bob.properties",
+                                                                           "bob", users["bob"]))
+        wait_until(lambda: any(r[0] == token_id for r in other.described("--owner-principal", "User:alice")), 30,
+                   "broker 1 to know the token")
+        assert "Completed renew operation." in other.ok("--renew", "--hmac", mac, "--renew-time-period", "-1")
+
+        # A Java producer and consumer authenticate with the token on broker 1, which did not create it,
+        # for a topic that lives only there.
+        admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[0].bootstrap)
+        try:
+            admin.create_topics([NewTopic("by-token", num_partitions=-1, replication_factor=-1,
+                                          replica_assignments={0: [1]})])
+        finally:
+            admin.close()
+        with_token = client_properties(tmp_path / "token.properties", token_id, mac, token=True)
+        by_token = f"127.0.0.1:{sasl_ports[1]}"
+        produced = java("kafka.tools.ConsoleProducer", "--bootstrap-server", by_token, "--topic", "by-token",
+                        "--producer.config", str(with_token), stdin="one\ntwo\nthree\n")
+        assert produced.returncode == 0, produced.stderr
+        consumed = java("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", by_token,
+                        "--topic", "by-token", "--from-beginning", "--max-messages", "3", "--timeout-ms", "60000",
+                        "--consumer.config", str(with_token))
+        assert consumed.stdout.split() == ["one", "two", "three"], consumed.stderr
+
+        # A session the token authenticated may not create tokens.
+        refused = TokenTool(by_token, with_token).run("--create", "--max-life-time-period", "-1")
+        assert refused.returncode != 0 and "not allowed" in refused.stdout + refused.stderr
+
+        # Expired through broker 0: refused on broker 1.
+        assert "Completed expire operation." in creator.ok("--expire", "--hmac", mac, "--expiry-time-period", "-1")
+        wait_until(lambda: not token_login(sasl_ports[1], token_id, base64.b64decode(mac)), 30,
+                   "broker 1 to forget the expired token")
+        # A Java client with the expired token is refused at authentication (the tool's admin client
+        # reports the SaslAuthenticationException).
+        after = TokenTool(by_token, with_token).run("--describe", "--owner-principal", "User:alice")
+        assert after.returncode != 0
+        assert "Authentication failed" in after.stdout + after.stderr, after.stdout + after.stderr
+
+
+@pytest.mark.slow
+def test_token_tool_transcript_matches_apache_kafka(tmp_path: Path) -> None:
+    from tests.ops.kafka_broker import KafkaZkBroker
+
+    users = {"alice": JAVA_SECRET, "bob": "bob-java-secret"}
+    sasl_port = free_port()
+    sasl = {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": MECHANISM,
+            f"listener.name.sasl_plaintext.{MECHANISM.lower()}.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+            "delegation.token.secret.key": SECRET}
+    alice = client_properties(tmp_path / "alice.properties", "alice", JAVA_SECRET)
+    bob = client_properties(tmp_path / "bob.properties", "bob", users["bob"])
+
+    kafka = KafkaZkBroker(sasl)
+    kafka.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    try:
+        kafka.start()
+        write_scram_credentials(f"{kafka.zk.connect_string}/kafka", users, MECHANISM)
+        theirs_tool = TokenTool(f"127.0.0.1:{sasl_port}", alice)
+        wait_until(lambda: theirs_tool.run("--describe").returncode == 0, 60, "Kafka to know alice")
+        theirs = transcript(theirs_tool, TokenTool(f"127.0.0.1:{sasl_port}", bob))
+    finally:
+        kafka.stop()
+
+    ours_port = free_port()
+    with LocalCluster(1, overrides=sasl, broker_overrides=sasl_listeners([ours_port]),
+                      before_brokers=lambda zk: write_scram_credentials(zk, users, MECHANISM)):
+        ours = transcript(TokenTool(f"127.0.0.1:{ours_port}", alice), TokenTool(f"127.0.0.1:{ours_port}", bob))
+    assert ours == theirs
