@@ -1,8 +1,11 @@
-"""Broker throughput: produce and consume records/s and MB/s on one broker, and RF=3 acks=all.
+"""The broker's syscall ceiling (raw protocol, pre-built batch, not a real client): produce and consume
+records/s and MB/s on one broker, and RF=3 acks=all.
 
-The load generator speaks the raw protocol from several processes, sending pre-built batches
-(100-byte records in 64 KiB batches, uncompressed) with a window of in-flight requests per
-connection, so the generator costs little next to the broker. Consumers fetch with large
+What a user's client gets is measured by tests/bench_clients.py (Kafka's own performance tools and
+librdkafka, side by side with Apache Kafka). Here the load generator speaks the raw protocol from
+several processes, resending one pre-built batch (100-byte records in 64 KiB batches, uncompressed,
+no producer id) with a window of in-flight requests per connection, so the generator costs little
+next to the broker. Consumers fetch with large
 ``max_bytes`` and count records from batch headers only. The same run measures the machine's
 limits: sequential ``write`` of 64 KiB chunks to the broker's disk, and ``sendfile`` from a file to a
 loopback socket; results are reported as ratios to those.
@@ -239,6 +242,7 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="kafkette-bench-"))
     raw_write = _raw_write_mb_s(str(base))
     raw_sendfile = _raw_sendfile_mb_s(str(base))
+    print("the broker's syscall ceiling (raw protocol, pre-built batch, not a real client)")
     print(f"machine limits: sequential write {raw_write:,.0f} MB/s, sendfile to loopback {raw_sendfile:,.0f} MB/s")
     prof_path = base / "broker.prof"
     if profile:
@@ -261,7 +265,9 @@ def main() -> int:
         time.sleep(1.0)
         rps, mbps, errors = _run_produce(c3, "bench3", -1)
         rows.append(("produce, 3 brokers RF=3, acks=all", rps, mbps, mbps / raw_write, "write", errors))
-    print(f"\n{'scenario':38} {'records/s':>12} {'MB/s':>8} {'ratio':>7}  vs       errors")
+    print("\nthe broker's syscall ceiling (raw protocol, pre-built batch, not a real client; "
+          "real clients: python -m tests.bench clients)")
+    print(f"{'scenario':38} {'records/s':>12} {'MB/s':>8} {'ratio':>7}  vs       errors")
     for name, rps, mbps, ratio, vs, errors in rows:
         print(f"{name:38} {rps:>12,.0f} {mbps:>8,.1f} {ratio:>7.2f}  {vs:8} {errors}")
     print(f"(records of {RECORD_SIZE} B in {BATCH_BYTES // 1024} KiB batches, {PROCS} generator processes, "

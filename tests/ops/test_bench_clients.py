@@ -1,0 +1,101 @@
+"""The real-client benchmark (tests/bench_clients.py) reads what Kafka's tools and the librdkafka
+workers print: tiny runs against a one-broker kafkette, and the 3-broker Apache Kafka it compares with."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import bench_clients as bc
+from tests import bench_util as bu
+from tests.ops.helpers import unique
+
+RECORDS = 3000
+
+
+def test_java_tools_output_is_parsed(kafka_cluster: object) -> None:
+    bootstrap = kafka_cluster.bootstrap  # type: ignore[attr-defined]
+    topic = unique("bench-parse")
+    bu.create_topic(bootstrap, topic, 1)
+
+    produced = bu.producer_performance(bootstrap, topic, RECORDS, 100, "all", ("linger.ms=5",))
+    assert produced.records == RECORDS
+    assert produced.records_per_s > 0
+    # MB/s as ProducerPerformance computes it: records/s times the record size, in MiB
+    assert produced.mb_per_s == pytest.approx(produced.records_per_s * 100 / (1 << 20), abs=0.01)
+    assert 0 <= produced.p50_ms <= produced.p99_ms
+
+    consumed = bu.consumer_performance(bootstrap, topic, RECORDS, unique("bench-group"))
+    assert consumed.records == RECORDS
+    assert consumed.mb == pytest.approx(RECORDS * 100 / (1 << 20), abs=0.001)
+    assert consumed.fetch_records_per_s > 0
+    assert consumed.rebalance_ms >= 0
+
+    latency = bu.end_to_end_latency(bootstrap, topic, 100, "1", 100)
+    assert latency.messages == 100
+    assert latency.avg_ms > 0
+    assert 0 <= latency.p50_ms <= latency.p99_ms <= latency.p999_ms
+
+
+def test_librdkafka_workers_report_what_they_moved(kafka_cluster: object) -> None:
+    cluster = kafka_cluster
+    topic = unique("bench-rdkafka")
+    bu.create_topic(cluster.bootstrap, topic, 1)  # type: ignore[attr-defined]
+    pids = [b.process.pid for b in cluster.brokers]  # type: ignore[attr-defined]
+    system = bc.System("kafkette", cluster.bootstrap, pids)  # type: ignore[attr-defined]
+    scale = bc.Scale(RECORDS, 10, 3)
+
+    produce = bc.Case("produce", "throughput", bc._rdkafka_produce(topic, "1"))
+    produced = bc.measure(produce, system, scale)
+    assert produced.records == RECORDS
+    assert produced.records_per_s > 0
+    assert produced.cpu >= 0
+
+    consumed = bc.measure(bc.Case("consume", "throughput", bc._rdkafka_consume(topic)), system, scale)
+    assert consumed.records == RECORDS
+    assert consumed.records_per_s > 0
+    assert bu.total_cpu_seconds(pids) > 0
+
+
+def test_results_give_medians_ratios_and_targets() -> None:
+    """Medians, the per-run replicated/unreplicated ratio and the target table, from measurements
+    shaped as the benchmark makes them."""
+    results = bc.Results()
+    for case in bc.SINGLE_CASES + bc.REPLICATED_CASES:
+        for system, factor in (("kafkette", 2.0), ("kafka", 1.0)):
+            for run in range(3):
+                if case.kind == "throughput":
+                    rate = factor * 1000 * (run + 1) * (0.4 if case.name in (bc.RF3, bc.RD_RF3) else 1.0)
+                    results.add(case.name, system, bc.Measurement(1_000_000, 2.0, records_per_s=rate, load=1.0))
+                else:
+                    results.add(case.name, system, bc.Measurement(1000, 0.5, p50_ms=1, p99_ms=3 * factor,
+                                                                  avg_ms=1.5, load=2.0))
+    assert results.median(bc.RF1, "kafkette", "records_per_s") == 4000
+    assert results.median(bc.RF1, "kafka", "cpu_per_million") == 2.0
+    assert bc.replicated_ratio(results, "kafkette", bc.RF3, bc.RF1) == pytest.approx(0.4)
+    rows = {name: (value, met) for name, value, met in bc.targets(results, ["single", "replicated"])}
+    assert rows["replicated/unreplicated >= 0.5 (ProducerPerformance)"] == ("0.40 (Kafka 0.40)", False)
+    assert rows[f"{bc.RF3}: >= 1.0x 3-broker Kafka"] == ("2.00", True)
+    # kafkette's p99 is twice Kafka's here: a missed target, reported as such
+    assert rows["acks=all, RF=3, 3 brokers: p99 <= Kafka's"] == ("6 ms vs 3 ms", False)
+    assert all(met for name, (_, met) in rows.items() if name.endswith("kafkette/Kafka >= 1.0"))
+
+
+@pytest.mark.slow
+def test_three_broker_apache_kafka_on_a_shared_zookeeper(cluster_factory: object) -> None:
+    """The 3-broker Apache Kafka the replicated cases compare with, on a kafkette cluster's
+    ZooKeeper: an RF=3, min.insync.replicas=2 topic takes acks=all writes."""
+    from tests.ops.kafka_cluster import KafkaZkCluster
+
+    ours = cluster_factory(1, metrics_base_port=None)  # type: ignore[operator]
+    with KafkaZkCluster(3, 25020, zk_connect=ours.zk.connect_string) as kafka:
+        assert kafka.bootstrap == "127.0.0.1:25020,127.0.0.1:25021,127.0.0.1:25022"
+        topic = unique("bench-rf3")
+        bu.create_topic(kafka.bootstrap, topic, 3, 3, {"min.insync.replicas": "2"})
+        produced = bu.producer_performance(kafka.bootstrap, topic, RECORDS, 100, "all")
+        assert produced.records == RECORDS
+        assert bu.total_cpu_seconds(kafka.pids) > 0
+    # kafkette and Kafka kept to their own chroots of the one ZooKeeper: kafkette still sees only itself
+    from clients.admin import WireClient
+
+    with WireClient(ours.bootstrap) as c:
+        assert list(c.refresh([]).brokers) == [0]
