@@ -529,6 +529,19 @@ class WireClient:
     def describe_log_dirs(self, node: int) -> Any:
         return self.call(ApiKey.DESCRIBE_LOG_DIRS, node=node, topics=None)
 
+    def alter_replica_log_dirs(self, node: int, dirs: dict[tuple[str, int], str]) -> dict[tuple[str, int], int]:
+        """Ask broker ``node`` to move its replicas of these partitions to these log dirs (KIP-113);
+        the error code of each partition."""
+        mt = request_type(ApiKey.ALTER_REPLICA_LOG_DIRS)
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for (t, p), d in sorted(dirs.items()):
+            by_dir.setdefault(d, {}).setdefault(t, []).append(p)
+        r = self.call(ApiKey.ALTER_REPLICA_LOG_DIRS, node=node, dirs=[
+            mt.AlterReplicaLogDir(path=d, topics=[mt.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                                                  for t, ps in topics.items()])
+            for d, topics in by_dir.items()])
+        return {(t.topic_name, p.partition_index): p.error_code for t in r.results for p in t.partitions}
+
     # -- data -------------------------------------------------------------------------------------
 
     def fetch(self, positions: dict[tuple[str, int], int], *, max_wait_ms: int = 500, max_bytes: int = 8 << 20,

@@ -23,6 +23,7 @@ from clients.connection import KafkaWireError, WireError
 
 # A reassignment's progress is read this often while --wait waits for it.
 REASSIGNMENT_POLL_S = 0.5
+LOG_DIR_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
 # Partitions per DeleteRecords round: the progress meter moves once per round.
 DELETE_RECORDS_CHUNK = 100
 
@@ -66,6 +67,12 @@ def register(sub: Any) -> None:
     rp.add_argument("--reassignment-json-file", help="--execute/--verify/--cancel: the plan")
     rp.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_SEC",
                     help="--execute: cap replication traffic of the moving replicas")
+    rp.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES_PER_SEC",
+                    help="--execute: cap the copying of replicas between log dirs on the same broker "
+                         "(replica.alter.log.dirs.io.max.bytes.per.second on the brokers that move one)")
+    rp.add_argument("--timeout", type=int, default=10_000, metavar="MS",
+                    help="--execute: how long to keep asking brokers to start the log dir moves of the "
+                         "plan's \"log_dirs\" (a replica new to a broker can move only once it exists there)")
     rp.add_argument("--preserve-throttles", action="store_true", help="--verify: keep the throttles")
     rp.add_argument("--disable-rack-aware", action="store_true", help="--generate: ignore racks")
     rp.add_argument("--wait", action="store_true",
@@ -191,6 +198,118 @@ def _read_plan(path: str) -> dict[tuple[str, int], list[int]]:
     return out
 
 
+Replica = tuple[str, int, int]  # topic, partition, broker: Kafka's TopicPartitionReplica
+ANY_LOG_DIR = "any"
+
+
+def _read_log_dirs(path: str) -> dict[Replica, str]:
+    """The plan's "log_dirs": the dir each replica should live in ("any" leaves it to the broker)."""
+    plan = read_json_file(path, "reassignment file")
+    out: dict[Replica, str] = {}
+    for e in plan["partitions"]:
+        replicas = [int(b) for b in e["replicas"]]
+        dirs = e.get("log_dirs", [ANY_LOG_DIR] * len(replicas))
+        if not isinstance(dirs, list) or len(dirs) != len(replicas):
+            raise UsageError(f"Size of replicas list {replicas} is different from size of log dirs list {dirs} "
+                             f"for partition {e['topic']}-{e['partition']}")
+        for b, d in zip(replicas, dirs, strict=True):
+            if d != ANY_LOG_DIR:
+                out[(e["topic"], int(e["partition"]), b)] = str(d)
+    return out
+
+
+def _replica_str(r: Replica) -> str:
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def _execute_moves(client: WireClient, moves: dict[Replica, str], timeout_ms: int, text: bool) -> None:
+    """Kafka's executeMoves: ask each broker to move its replicas, again every 100 ms while a replica is
+    not there yet (REPLICA_NOT_AVAILABLE: it arrives with the reassignment), until ``timeout_ms``."""
+    pending = dict(moves)
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
+        by_broker: dict[int, dict[Replica, str]] = {}
+        for r, d in pending.items():
+            by_broker.setdefault(r[2], {})[r] = d
+        for broker, wanted in sorted(by_broker.items()):
+            results = client.alter_replica_log_dirs(broker, {(t, p): d for (t, p, _), d in wanted.items()})
+            for (t, p, b), d in sorted(wanted.items()):
+                code = results.get((t, p), 0)
+                if code == 9:  # REPLICA_NOT_AVAILABLE: not on that broker yet
+                    continue
+                if code:
+                    raise KafkaWireError(code, None, f"Failed to alter dir for {_replica_str((t, p, b))}")
+                del pending[(t, p, b)]
+                if text:
+                    print(f"Successfully started moving log directory to {d} for replica {t}-{p} with broker {b} ")
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            names = ",".join(_replica_str(r) for r in sorted(pending))
+            raise WireError(f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be "
+                            f"started for: {names}")
+        time.sleep(0.1)
+
+
+def _move_states(client: WireClient, moves: dict[Replica, str]) -> dict[Replica, tuple[str, str | None, str | None]]:
+    """(state, current dir, future dir) of each wanted move, from DescribeLogDirs (Kafka's LogDirMoveState:
+    missing_replica, missing_log_dir, completed, cancelled, active)."""
+    where: dict[Replica, tuple[str | None, str | None]] = {}
+    for broker in sorted({r[2] for r in moves}):
+        try:
+            r = client.describe_log_dirs(broker)
+        except WireError:
+            continue
+        for result in r.results:
+            if result.error_code:
+                continue
+            for t in result.topics:
+                for part in t.partitions:
+                    key = (t.name, part.partition_index, broker)
+                    current, future = where.get(key, (None, None))
+                    if part.is_future_key:
+                        future = result.log_dir
+                    else:
+                        current = result.log_dir
+                    where[key] = (current, future)
+    out: dict[Replica, tuple[str, str | None, str | None]] = {}
+    for replica, target in moves.items():
+        if replica not in where:
+            out[replica] = ("missing_replica", None, None)
+            continue
+        current, future = where[replica]
+        if current is None:
+            out[replica] = ("missing_log_dir", None, future)
+        elif future is None:
+            out[replica] = ("completed" if current == target else "cancelled", current, None)
+        else:
+            out[replica] = ("active", current, future)
+    return out
+
+
+def _move_lines(moves: dict[Replica, str], states: dict[Replica, tuple[str, str | None, str | None]]) -> list[str]:
+    """kafka-reassign-partitions --verify's lines for the log dir moves."""
+    lines = []
+    for replica in sorted(states):
+        state, current, future = states[replica]
+        t, p, b = replica
+        target = moves[replica]
+        if state == "missing_log_dir":
+            lines.append(f"Partition {t}-{p} is not found in any live log dir on broker {b}. There is likely an "
+                         "offline log directory on the broker.")
+        elif state == "missing_replica":
+            lines.append(f"Partition {t}-{p} cannot be found in any live log directory on broker {b}.")
+        elif state == "active" and future == target:
+            lines.append(f"Reassignment of replica {_replica_str(replica)} is still in progress.")
+        elif state == "active":
+            lines.append(f"Partition {t}-{p} on broker {b} is being moved to log dir {future} instead of {target}.")
+        elif state == "cancelled":
+            lines.append(f"Partition {t}-{p} on broker {b} is not being moved from log dir {current} to {target}.")
+        else:
+            lines.append(f"Reassignment of replica {_replica_str(replica)} completed successfully.")
+    return lines
+
+
 def _current(client: WireClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], list[int]]:
     topics = client.topics(sorted({t for t, _ in tps}))
     out = {}
@@ -304,6 +423,13 @@ def _execute(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str,
         _set_throttles(client, plan, current, args.throttle)
         if text:
             print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
+    moves = _read_log_dirs(args.reassignment_json_file)
+    dir_throttle = args.replica_alter_log_dirs_throttle
+    if moves and dir_throttle is not None and dir_throttle >= 0:
+        for b in sorted({r[2] for r in moves}):
+            client.incremental_alter_configs(RESOURCE_BROKER, str(b), {LOG_DIR_THROTTLE: str(dir_throttle)}, [])
+        if text:
+            print(f"The replica-alter-dir throttle limit was set to {dir_throttle} B/s")
     results = client.alter_reassignments(dict(plan))
     failed = {tp: r for tp, r in results.items() if r[0]}
     if failed:
@@ -311,12 +437,15 @@ def _execute(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str,
         raise KafkaWireError(c, m, f"reassignment of {tp_str(tp)}")
     if text:
         print(f"Successfully started partition reassignments for {','.join(map(tp_str, sorted(plan)))}", flush=True)
+    if moves:
+        _execute_moves(client, moves, args.timeout, text)
     if args.wait:
         _wait_for_reassignment(client, args, plan)
         if text:
             print(f"Reassignment of {len(plan)} partition(s) is completed.")
     if not text:
         emit(args, {"current": _plan(current), "started": [tp_str(tp) for tp in sorted(plan)],
+                    "log_dir_moves": {_replica_str(r): d for r, d in sorted(moves.items())},
                     "throttle": args.throttle if throttled else None, "completed": True if args.wait else None})
     return 0
 
@@ -364,10 +493,17 @@ def _verify(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str, 
         status = "in_progress" if tp in ongoing else "completed" if current[tp] == target else "mismatch"
         statuses.append({"topic": tp[0], "partition": tp[1], "status": status, "replicas": current[tp],
                          "target": target})
+    moves = _read_log_dirs(args.reassignment_json_file)
+    move_states = _move_states(client, moves)
+    moves_done = all(state in ("completed", "cancelled") for state, _, _ in move_states.values())
     all_done = all(s["status"] == "completed" for s in statuses)
-    removed = all_done and not args.preserve_throttles and _clear_throttles(client, plan, current)
+    removed = (all_done and moves_done and not args.preserve_throttles
+               and _clear_throttles(client, plan, current, {r[2] for r in moves}))
     if args.output == "json":
-        emit(args, {"partitions": statuses, "completed": all_done, "throttle_removed": removed})
+        emit(args, {"partitions": statuses, "completed": all_done and moves_done, "throttle_removed": removed,
+                    "log_dir_moves": [{"replica": _replica_str(r), "state": st, "current_dir": cur,
+                                       "future_dir": fut, "target_dir": moves[r]}
+                                      for r, (st, cur, fut) in sorted(move_states.items())]})
     else:
         print("Status of partition reassignment:")
         for st in statuses:
@@ -379,13 +515,19 @@ def _verify(client: WireClient, args: argparse.Namespace, plan: dict[tuple[str, 
             else:
                 print(f"There is no active reassignment of partition {name}, but replica set is "
                       f"{st['replicas']} rather than {st['target']}.")
+        if moves:
+            print()
+            print("Reassignment of replicas to log directories:")
+            for line in _move_lines(moves, move_states):
+                print(line)
         if removed:
             print("Throttle was removed.")
-    return 0 if all_done else 1
+    return 0 if all_done and moves_done else 1
 
 
 def _clear_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
-                     current: dict[tuple[str, int], list[int]]) -> bool:
+                     current: dict[tuple[str, int], list[int]], moving_dirs: set[int] | frozenset[int] = frozenset()
+                     ) -> bool:
     """Remove the reassignment's throttles; True when there were any."""
     names = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
     cleared = False
@@ -395,8 +537,8 @@ def _clear_throttles(client: WireClient, plan: dict[tuple[str, int], list[int]],
         if drop:
             client.incremental_alter_configs(RESOURCE_TOPIC, t, {}, drop)
             cleared = True
-    rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-    for b in sorted({b for reps in list(plan.values()) + list(current.values()) for b in reps}):
+    rates = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", LOG_DIR_THROTTLE)
+    for b in sorted({b for reps in list(plan.values()) + list(current.values()) for b in reps} | moving_dirs):
         own = {c.name for c in client.describe_configs(RESOURCE_BROKER, str(b)) if c.config_source == 2}
         drop = [n for n in rates if n in own]
         if drop:
