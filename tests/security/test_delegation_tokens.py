@@ -419,3 +419,49 @@ def test_token_tool_transcript_matches_apache_kafka(tmp_path: Path) -> None:
                       before_brokers=lambda zk: write_scram_credentials(zk, users, MECHANISM)):
         ours = transcript(TokenTool(f"127.0.0.1:{ours_port}", alice), TokenTool(f"127.0.0.1:{ours_port}", bob))
     assert ours == theirs
+
+
+# -- fast: the ACLs Kafka checks (an authorizer, a super user to grant them) ------------------------------
+
+USER_RESOURCE, TOKEN_RESOURCE = 7, 6  # Kafka's ResourceType codes
+CREATE_TOKENS, DESCRIBE_TOKENS, DESCRIBE = 13, 14, 8  # Kafka's AclOperation codes
+
+
+def grant(session: RawSession, principal: str, resource_type: int, name: str, operation: int) -> None:
+    ca = request_type(ApiKey.CREATE_ACLS)
+    created = session.request(ApiKey.CREATE_ACLS, 3, creations=[ca.AclCreation(
+        resource_type=resource_type, resource_name=name, resource_pattern_type=3, principal=principal, host="*",
+        operation=operation, permission_type=3)])
+    assert [r.error_code for r in created.results] == [0], created
+
+
+def test_acls_for_other_owners_and_for_describe() -> None:
+    with SaslBroker(extra={"delegation.token.secret.key": SECRET,
+                           "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                           # ANONYMOUS: the brokers themselves (inter-broker PLAINTEXT) and the SCRAM set-up.
+                           "super.users": "User:admin;User:ANONYMOUS"}) as b:
+        b.set_scram(*ALICE, MECHANISM)
+        with scram_session(b.sasl_port, *ALICE) as alice, RawSession(b.sasl_port) as admin, \
+                RawSession(b.sasl_port) as bob:
+            assert admin.plain("admin", PLAIN_USERS["admin"]) and bob.plain("bob", PLAIN_USERS["bob"])
+            # A token for another owner needs CREATE_TOKENS on that User.
+            denied = alice.create(owner="carol")
+            assert denied.error_code == ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+            assert (denied.principal_name, denied.token_requester_principal_name) == ("carol", ALICE[0])
+            grant(admin, f"User:{ALICE[0]}", USER_RESOURCE, "User:carol", CREATE_TOKENS)
+            wait_until(lambda: alice.create(owner="carol").error_code == 0, 30, "the CREATE_TOKENS ACL to count")
+            # Her own tokens need no ACL.
+            own = alice.create()
+            assert own.error_code == 0
+
+            # bob (neither owner, requester nor renewer) sees a token only through an ACL: DESCRIBE on
+            # the token, or DESCRIBE_TOKENS on its owner.
+            assert own.token_id not in [t.token_id for t in bob.describe().tokens]
+            grant(admin, "User:bob", TOKEN_RESOURCE, own.token_id, DESCRIBE)
+            wait_until(lambda: [t.token_id for t in bob.describe().tokens] == [own.token_id], 30,
+                       "the DESCRIBE ACL on the token to count")
+            grant(admin, "User:bob", USER_RESOURCE, "User:carol", DESCRIBE_TOKENS)
+            wait_until(lambda: len(bob.describe().tokens) == 2, 30, "the DESCRIBE_TOKENS ACL to count")
+            assert {t.principal_name for t in bob.describe().tokens} == {ALICE[0], "carol"}
+            # The requester sees the token it made for carol; the super user sees everything.
+            assert len(alice.describe().tokens) == 2 and len(admin.describe().tokens) == 2
