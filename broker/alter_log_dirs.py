@@ -77,6 +77,7 @@ class AlterLogDirsManager:
             broker_id, RATE_CONFIG, "", lambda name: quota_setting(config(), _WINDOW_CONFIGS.get(name, name)),
             lambda _topic: None)
         self.moving: dict[TP, str] = {}  # partition -> destination dir, oldest move first
+        self.failed: set[TP] = set()  # moves stopped by an error, until resumed (FailedPartitionsCount)
         self.bytes_copied = 0
         self.closed = False
         self._wakeup = asyncio.Event()
@@ -153,6 +154,7 @@ class AlterLogDirsManager:
         """Stop the move of ``tp`` and delete its future log."""
         async with self._round:
             self.moving.pop(tp, None)
+            self.failed.discard(tp)
             rm = self.replica_manager()
             p = rm.partitions.get(tp) if rm is not None else None
             if p is not None:
@@ -180,8 +182,29 @@ class AlterLogDirsManager:
         """The replica is stopped (its future log stays for the next LeaderAndIsr, or goes with it when
         the replica is deleted)."""
         self.moving.pop(tp, None)
+        self.failed.discard(tp)
+
+    # ------------------------------------------------------------------------------------------------
+    # Kafka's ReplicaAlterLogDirsManager metrics
+
+    def max_lag(self) -> int:
+        """Records the furthest-behind future replica still has to copy (MaxLag)."""
+        rm = self.replica_manager()
+        lag = 0
+        for tp in list(self.moving):
+            p = rm.partitions.get(tp) if rm is not None else None
+            future = self.log_manager.get_future_log(*tp)
+            if p is not None and future is not None and not p.log.is_offline and not future.is_offline:
+                lag = max(lag, p.log.log_end_offset - future.log_end_offset)
+        return lag
+
+    @property
+    def copier_dead(self) -> bool:
+        """The copying task ended while the broker runs (DeadThreadCount)."""
+        return self._task is not None and self._task.done() and not self.closed
 
     def _add(self, tp: TP, p: Partition) -> None:
+        self.failed.discard(tp)
         p.future_log = self.log_manager.get_future_log(*tp)
         self.moving.setdefault(tp, self.log_manager.future_log_dir_of(*tp) or "")
         self._wakeup.set()
@@ -212,6 +235,7 @@ class AlterLogDirsManager:
                 # Kafka's fetcher marks the partition failed; the next LeaderAndIsr for it resumes.
                 log.error("moving %s-%d failed: %r", tp[0], tp[1], e, exc_info=not isinstance(e, KafkaStorageError))
                 self._drop(tp)
+                self.failed.add(tp)
                 await asyncio.sleep(self.config().get("replica.fetch.backoff.ms") / 1000.0)
 
     def _drop(self, tp: TP) -> None:

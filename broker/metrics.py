@@ -276,6 +276,18 @@ class BrokerCollector:
                                     "high watermark (MaxLag).", labels=["clientId"])
         max_lag.add_metric(["Replica"], fetchers.max_lag() if fetchers is not None else 0)
         out.append(max_lag)
+        # Replicas moving between this broker's log dirs (KIP-113): Kafka's ReplicaAlterLogDirsManager.
+        mover = b.components.log_dir_mover
+        for name, doc, value in (
+                ("maxlag", "Records the furthest-behind future replica has yet to copy (MaxLag).",
+                 mover.max_lag() if mover is not None else 0),
+                ("failedpartitionscount", "Log dir moves stopped by an error (FailedPartitionsCount).",
+                 len(mover.failed) if mover is not None else 0),
+                ("deadthreadcount", "Log dir copiers that stopped while the broker runs (DeadThreadCount).",
+                 int(mover.copier_dead) if mover is not None else 0)):
+            family = GaugeMetricFamily(f"kafka_server_replicaalterlogdirsmanager_{name}", doc, labels=["clientId"])
+            family.add_metric(["ReplicaAlterLogDirs"], value)
+            out.append(family)
         return out
 
     def _log_metrics(self, partitions: dict[tuple[str, int], Any], offline_tps: set[tuple[str, int]]

@@ -36,7 +36,9 @@ from tests.cluster.helpers import (
     wait_until,
 )
 from tests.conftest import attach_cluster
+from tests.ops.helpers import scrape
 
+ALD_CLIENT = frozenset({("clientId", "ReplicaAlterLogDirs")})
 # Small copy rounds, so that a throttled move advances in many visible steps.
 FETCH_BYTES = 64 * 1024
 
@@ -54,7 +56,7 @@ def dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[str]]:
 def module_cluster(dirs: dict[int, list[str]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from clients.devcluster import LocalCluster
 
-    cluster = LocalCluster(2, base_dir=tmp_path_factory.mktemp("cluster"), metrics_base_port=None,
+    cluster = LocalCluster(2, base_dir=tmp_path_factory.mktemp("cluster"), metrics_base_port=0,
                            broker_overrides=lambda broker_id, _port: {"log.dirs": ",".join(dirs[broker_id])},
                            overrides=overrides(**{"log.segment.delete.delay.ms": "0",
                                                   "replica.fetch.max.bytes": str(FETCH_BYTES),
@@ -253,6 +255,11 @@ def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Any
             # It advances while throttled: the lag shrinks.
             wait_until(lambda: (lambda f: f is not None and f.offset_lag < first.offset_lag)(future()), 30,
                        "the future replica catching up")
+            # Kafka's ReplicaAlterLogDirsManager gauges show the move.
+            mover = scrape(b0.metrics_url)
+            assert 0 < mover[("kafka_server_replicaalterlogdirsmanager_maxlag", ALD_CLIENT)] <= 3000
+            assert mover[("kafka_server_replicaalterlogdirsmanager_failedpartitionscount", ALD_CLIENT)] == 0
+            assert mover[("kafka_server_replicaalterlogdirsmanager_deadthreadcount", ALD_CLIENT)] == 0
             # Every DescribeLogDirs version shows it (is_future_key and offset_lag are in v0).
             for v in range(5):
                 futures = [(d, p.is_future_key) for d, res in describe(b0.bootstrap, v).items() for t in res.topics
@@ -273,6 +280,7 @@ def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Any
         values = read_values(cluster.bootstrap, topic)
         assert [v.split(b":")[0] for v in values] == [str(i).encode() for i in range(3000)]
         assert_files_moved(source, target, topic, 0)
+        assert scrape(b0.metrics_url)[("kafka_server_replicaalterlogdirsmanager_maxlag", ALD_CLIENT)] == 0
 
 
 @pytest.mark.slow  # about 11 s: make test keeps the other moves
