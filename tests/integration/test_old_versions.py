@@ -15,10 +15,8 @@ compares the answers.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -36,6 +34,7 @@ from protocol.legacy_records import LegacyRecord, build_message_set
 from protocol.messages import encode_request, new_request, request_type
 from protocol.records import NewRecord, build_batch, iter_batches
 from tests.integration.helpers import RawClient, create_topic, unique, wait_until
+from tests.integration.in_process_broker import in_process_broker
 from tests.integration.old_versions_helpers import fetch_old, produce_old, read_message_set
 
 OLD_CLIENTS = [((0, 9), "gzip"), ((0, 9), None), ((0, 10, 1), None), ((0, 10, 1), "snappy"), ((0, 10, 1), "lz4"),
@@ -497,33 +496,9 @@ def test_allocate_producer_ids_from_the_controller(kafka_cluster: Any) -> None:
 
 
 def test_conversion_counters(zookeeper_server: Any, zk_chroot: str, tmp_path: Path) -> None:
-    from broker.broker import Broker
     from broker.conversion_metrics import FETCH, PRODUCE, conversion_metrics_for
-    from clients.zookeeper_server import free_port
-    from config.registry import BrokerConfig
 
-    port = free_port()
-    broker = Broker(BrokerConfig({"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                                  "log.dirs": str(tmp_path / "data"),
-                                  "zookeeper.connect": zookeeper_server.connect_string + zk_chroot,
-                                  "offsets.topic.replication.factor": "1"}))
-    result: list[Any] = []
-    loop = asyncio.new_event_loop()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            result.append(loop.run_until_complete(broker.run()))
-        except BaseException as e:  # reported by the main thread
-            result.append(e)
-        finally:
-            loop.close()
-
-    thread = threading.Thread(target=run, name="in-process-broker", daemon=True)
-    thread.start()
-    bootstrap = f"127.0.0.1:{port}"
-    try:
-        wait_until(lambda: broker.replica_manager is not None and _answers(bootstrap), 30, "the broker to start")
+    with in_process_broker(zookeeper_server.connect_string + zk_chroot, tmp_path / "data") as (broker, bootstrap):
         topic = unique("conversions")
         create_topic(bootstrap, topic)
         metrics = conversion_metrics_for(broker.replica_manager)
@@ -538,17 +513,3 @@ def test_conversion_counters(zookeeper_server: Any, zk_chroot: str, tmp_path: Pa
             assert raw.fetch(topic, 0, 0).error_code == 0  # a current fetch converts nothing
             assert metrics.fetch_conversions == {topic: 7}
             assert metrics.conversion_time_ms[FETCH].count == 1 and metrics.total(FETCH) == 7
-    finally:
-        loop.call_soon_threadsafe(broker.request_stop)
-        thread.join(30)
-    assert result == [0], result
-
-
-def _answers(bootstrap: str) -> bool:
-    try:
-        with RawClient(bootstrap, timeout=2) as raw:
-            md = raw.request(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False,
-                             include_topic_authorized_operations=False)
-        return len(md.brokers) == 1 and md.controller_id == 0
-    except OSError:
-        return False

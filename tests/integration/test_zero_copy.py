@@ -7,13 +7,11 @@ that served the fetch received through ``sendfile`` and through everything else 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.integration.helpers import RawClient, create_topic, unique, wait_until
+from tests.integration.in_process_broker import in_process_broker
 
 RECORD = 200 * 1024
 COUNT = 5
@@ -123,44 +122,8 @@ def test_fetch_records_go_through_sendfile_in_process(zookeeper_server: Any, zk_
                                                       tmp_path: Path) -> None:
     """A broker in this process (its own event loop in a thread, its own ZooKeeper chroot): its
     ConnectionStats count sendfile bytes apart from the bytes sent with send()."""
-    from broker.broker import Broker
-    from clients.zookeeper_server import free_port
-    from config.registry import BrokerConfig
-
-    port = free_port()
-    config = BrokerConfig({"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                           "log.dirs": str(tmp_path / "data"),
-                           "zookeeper.connect": zookeeper_server.connect_string + zk_chroot,
-                           "offsets.topic.replication.factor": "1", "group.initial.rebalance.delay.ms": "0"})
-    broker = Broker(config)
-    result: list[Any] = []
-    loop = asyncio.new_event_loop()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            result.append(loop.run_until_complete(broker.run()))
-        except BaseException as e:  # reported by the main thread
-            result.append(e)
-        finally:
-            loop.close()
-
-    thread = threading.Thread(target=run, name="in-process-broker", daemon=True)
-    thread.start()
-    bootstrap = f"127.0.0.1:{port}"
-    try:
-        def ready() -> bool:
-            if result:
-                raise AssertionError(f"the broker stopped: {result}")
-            try:
-                with RawClient(bootstrap, timeout=2) as raw:
-                    md = raw.request(3, 12, topics=[], allow_auto_topic_creation=False,
-                                     include_topic_authorized_operations=False)
-                return len(md.brokers) == 1 and md.controller_id == 0
-            except OSError:
-                return False
-
-        wait_until(ready, 30, "the in-process broker to start")
+    with in_process_broker(zookeeper_server.connect_string + zk_chroot, tmp_path / "data",
+                           **{"group.initial.rebalance.delay.ms": "0"}) as (broker, bootstrap):
         topic = unique("zerocopy-inproc")
         create_topic(bootstrap, topic, partitions=1)
         values = _produce_incompressible(bootstrap, topic)
@@ -175,7 +138,3 @@ def test_fetch_records_go_through_sendfile_in_process(zookeeper_server: Any, zk_
         assert all(v in bytes(pd.records) for v in values)
         assert sent_by_sendfile >= record_bytes
         assert sent_by_send < RECORD, f"{sent_by_send} bytes went through send()"
-    finally:
-        loop.call_soon_threadsafe(broker.request_stop)
-        thread.join(30)
-    assert result == [0], result
