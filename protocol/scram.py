@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -139,6 +140,9 @@ def credential_from_password(mechanism: str, password: str, iterations: int, sal
 # -- messages ---------------------------------------------------------------------------------------
 
 
+_EXTENSION = re.compile(r"([A-Za-z]+)=([\x01-\x2B\x2D-\x7F]+)")
+
+
 def _attributes(text: str, what: str) -> list[tuple[str, str]]:
     out = []
     for item in text.split(","):
@@ -187,11 +191,19 @@ class ClientFirstMessage:
         authzid = parts[1]
         if authzid and not authzid.startswith("a="):
             raise ScramError(f"Invalid SCRAM client first message format: '{text}'")
-        attrs = _attributes(parts[2], "client first")
+        items = parts[2].split(",")
+        attrs = _attributes(",".join(items[:2]), "client first")
         if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r":
             raise ScramError(f"Invalid SCRAM client first message format: '{text}'")
+        # Kafka's ScramMessages: after the nonce come extensions ALPHA+=VALUE (e.g. tokenauth=true).
+        extensions = []
+        for item in items[2:]:
+            match = _EXTENSION.fullmatch(item)
+            if match is None:
+                raise ScramError(f"Invalid SCRAM client first message format: '{text}'")
+            extensions.append((match.group(1), match.group(2)))
         return cls(_unescape(attrs[0][1]), attrs[1][1], _unescape(authzid[2:]) if authzid else "",
-                   tuple(attrs[2:]))
+                   tuple(extensions))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ otherwise (PLAINTEXT, or SSL without a client certificate).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 USER_TYPE = "User"
 
@@ -17,9 +17,9 @@ USER_TYPE = "User"
 class KafkaPrincipal:
     principal_type: str
     name: str
-    # Kafka's KafkaPrincipal carries this flag too: the principal was authenticated with a delegation
-    # token. kafkette has no delegation tokens; it is kept so equality is Kafka's (type and name).
-    token_authenticated: bool = False
+    # Kafka's KafkaPrincipal carries this flag too: a delegation token authenticated the session (such
+    # a session may not create or renew tokens). As in Kafka, equality and hashing ignore it.
+    token_authenticated: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.principal_type}:{self.name}"

@@ -38,3 +38,14 @@ class SaslMechanismServer(Protocol):
     def authorization_id(self) -> str:
         """Who the client is, once complete: the name its principal gets (User:<authorization id>)."""
         ...
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Whether a delegation token authenticated the client (SCRAM with ``tokenauth=true``)."""
+        ...
+
+    @property
+    def credential_expiry_ms(self) -> int | None:
+        """When the credential the client used stops being valid (wall-clock ms), if it does: a
+        delegation token's expiry. Kafka's CREDENTIAL_LIFETIME_MS negotiated property."""
+        ...

@@ -33,6 +33,10 @@ class PlainSaslServer:
             raise RuntimeError("Authentication exchange has not completed")
         return self._authorization_id
 
+    # PLAIN has no delegation tokens and its passwords do not expire.
+    token_authenticated = False
+    credential_expiry_ms: int | None = None
+
     def evaluate(self, token: bytes) -> bytes | None:
         if self.complete:
             raise SaslAuthenticationFailed("Unexpected SASL/PLAIN token after the exchange completed")

@@ -12,14 +12,14 @@ name, which Kafka reports to the client as it is.
 Delegation tokens (KIP-48): a client-first message with the extension ``tokenauth=true`` names a token
 id as its user. The credential is then the token's (derived from its HMAC, see
 ``broker/security/delegation_token_cache.py``) and the session's authorization id is the token's
-owner, as Kafka's ScramSaslServer does with its DelegationTokenCredentialCallback. The authorization
-id is then a ``TokenOwner``: a ``str`` that remembers it came from a token, so the principal built
-from it still tells the token APIs that the session may not create or renew tokens.
+owner, as Kafka's ScramSaslServer does with its DelegationTokenCredentialCallback. The server then
+says so (``token_authenticated``: such a session may not create or renew tokens) and gives the token's
+expiry as the credential's lifetime, which ends the session then (Kafka's CREDENTIAL_LIFETIME_MS).
 """
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Callable
 
 from broker.security.delegation_token_cache import DelegationTokenCache
@@ -31,44 +31,10 @@ MECHANISMS = tuple(scram.MECHANISMS)  # SCRAM-SHA-256, SCRAM-SHA-512
 CredentialLookup = Callable[[str, str], scram.ScramCredential | None]  # (mechanism, user) -> credential
 
 
-class TokenOwner(str):
-    """The authorization id of a session a delegation token authenticated: the owner's name."""
-
-    token_authenticated = True
-
-
 def token_authenticated(principal: KafkaPrincipal) -> bool:
     """Whether a delegation token authenticated this principal's session (Kafka's
     KafkaPrincipal.tokenAuthenticated)."""
-    return principal.token_authenticated or isinstance(principal.name, TokenOwner)
-
-
-_EXTENSION = re.compile(r"([A-Za-z]+)=([\x01-\x7F]+)")  # Kafka's ScramMessages EXTENSIONS: ALPHA=VALUE
-
-
-def decode_client_first(token: bytes) -> scram.ClientFirstMessage:
-    """The client-first message with Kafka's SCRAM extensions (``,tokenauth=true`` after the nonce).
-    protocol.scram reads one-letter attributes only, so the extensions are split off first and the
-    rest is decoded (and checked) there."""
-    text = token.decode("utf-8", errors="strict")
-    parts = text.split(",")
-    if len(parts) <= 4:
-        return scram.ClientFirstMessage.decode(token)
-    extensions = []
-    for item in parts[4:]:
-        match = _EXTENSION.fullmatch(item)
-        if match is None:
-            raise scram.ScramError(f"Invalid SCRAM client first message format: '{text}'")
-        extensions.append((match.group(1), match.group(2)))
-    first = scram.ClientFirstMessage.decode(",".join(parts[:4]).encode())
-    return scram.ClientFirstMessage(first.username, first.nonce, first.authorization_id, tuple(extensions))
-
-
-def _token_cache_of(credentials: CredentialLookup) -> DelegationTokenCache | None:
-    # The broker hands us its ScramCredentialCache's bound ``get``; that cache also holds the
-    # broker's delegation tokens.
-    cache = getattr(getattr(credentials, "__self__", None), "tokens", None)
-    return cache if isinstance(cache, DelegationTokenCache) else None
+    return principal.token_authenticated
 
 
 class ScramSaslServer:
@@ -79,12 +45,14 @@ class ScramSaslServer:
                              f"'{set(MECHANISMS)}'.")
         self.mechanism = mechanism
         self._credentials = credentials
-        self._tokens = tokens if tokens is not None else _token_cache_of(credentials)
+        self._tokens = tokens
         self._state = "client-first"
         self._first: scram.ClientFirstMessage | None = None
         self._server_first: scram.ServerFirstMessage | None = None
         self._credential: scram.ScramCredential | None = None
         self._authorization_id: str | None = None
+        self.token_authenticated = False
+        self.credential_expiry_ms: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -113,17 +81,26 @@ class ScramSaslServer:
     def _fail(self) -> None:
         self._state = "failed"
         self._credential = self._first = self._server_first = None
+        self.token_authenticated = False
+        self.credential_expiry_ms = None
 
     def _client_first(self, token: bytes) -> bytes:
-        first = decode_client_first(token)
+        first = scram.ClientFirstMessage.decode(token)
         authorization_id: str
         if any(key == "tokenauth" and value.lower() == "true" for key, value in first.extensions):
             tokens = self._tokens
             owner = tokens.owner(first.username) if tokens is not None else None
             if tokens is None or owner is None:
                 raise SaslFailed(f"Token Authentication failed: Invalid tokenId : {first.username}")
+            info = tokens.token(first.username)
+            if info is None or info.expired(int(time.time() * 1000)):
+                # Expired but not yet removed by the expiry check: Kafka lets the login through with a
+                # session that has already ended, which closes the connection; refusing says why.
+                raise SaslFailed(f"Token Authentication failed: token {first.username} has expired")
             credential = tokens.credential(self.mechanism, first.username)
-            authorization_id = TokenOwner(owner)
+            authorization_id = owner
+            self.token_authenticated = True
+            self.credential_expiry_ms = info.expiry_timestamp if info is not None else None
         else:
             credential = self._credentials(self.mechanism, first.username)
             authorization_id = first.username

@@ -208,7 +208,7 @@ class SaslServer:
     def mechanism_server(self, mechanism: str) -> SaslMechanismServer:
         if mechanism == PLAIN:
             return PlainSaslServer(lambda: self.settings().plain_users)
-        return ScramSaslServer(mechanism, self.credentials.get)
+        return ScramSaslServer(mechanism, self.credentials.get, self.credentials.tokens)
 
 
 class BrokerSasl:
@@ -272,6 +272,16 @@ def _error_code_of_api_versions(parts: Parts | None) -> int:
         return -1
     head = b"".join(bytes(p) for p in parts if not isinstance(p, FileRegion))[:10]
     return int.from_bytes(head[8:10], "big", signed=True) if len(head) == 10 else -1
+
+
+def session_lifetime_ms(max_reauth_ms: int, credential_expiry_ms: int | None, now_ms: int) -> int:
+    """Kafka's SaslServerAuthenticator: a session ends after connections.max.reauth.ms, or when its
+    credential expires (a delegation token), whichever comes first; 0 means it does not end, so a
+    credential at its last millisecond still gets 1."""
+    if credential_expiry_ms is None:
+        return max(0, max_reauth_ms)
+    left = max(1, credential_expiry_ms - now_ms)
+    return min(left, max_reauth_ms) if max_reauth_ms > 0 else left
 
 
 class SaslAuthenticator:
@@ -456,7 +466,7 @@ class SaslAuthenticator:
         mechanism = self._mechanism()
         challenge = mechanism.evaluate(token)
         if mechanism.complete:
-            principal = KafkaPrincipal(USER_TYPE, mechanism.authorization_id)
+            principal = KafkaPrincipal(USER_TYPE, mechanism.authorization_id, mechanism.token_authenticated)
             if self.reauthenticating and self.principal is not None and principal != self.principal:
                 raise SaslAuthenticationFailed(
                     f"Cannot change principals during re-authentication from {self.principal.principal_type}."
@@ -468,9 +478,11 @@ class SaslAuthenticator:
         the session lifetime for the client (0: the session does not end)."""
         settings = self.server.settings()
         assert self.mechanism is not None
-        lifetime_ms = max(0, settings.max_reauth_ms.get(self.mechanism, 0))
+        mechanism = self._mechanism()
+        lifetime_ms = session_lifetime_ms(settings.max_reauth_ms.get(self.mechanism, 0),
+                                          mechanism.credential_expiry_ms, int(time.time() * 1000))
         self.session_end = time.monotonic() + lifetime_ms / 1000.0 if lifetime_ms > 0 else None
-        self.principal = KafkaPrincipal(USER_TYPE, self._mechanism().authorization_id)
+        self.principal = KafkaPrincipal(USER_TYPE, mechanism.authorization_id, mechanism.token_authenticated)
         conn.principal = self.principal
         conn.max_request_bytes = settings.request_max_bytes
         self.mechanism_server = None

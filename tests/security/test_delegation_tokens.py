@@ -209,6 +209,34 @@ def test_create_describe_renew_expire_and_login_with_the_token(broker: SaslBroke
         assert alice.expire(mac, -1).error_code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
 
 
+def test_a_token_session_ends_when_the_token_expires(broker: SaslBroker) -> None:
+    """Kafka's CREDENTIAL_LIFETIME_MS: the session a token opens lasts until the token's expiry (there is
+    no connections.max.reauth.ms here), and SaslAuthenticate v1+ tells the client so."""
+    with scram_session(broker.sasl_port, *ALICE) as alice:
+        created = alice.create()
+        assert created.error_code == 0
+        token_id, mac = created.token_id, bytes(created.hmac)
+        renewed = alice.renew(mac, 60_000)  # the expiry comes a minute from now
+        assert renewed.error_code == 0
+        with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=30) as s:
+            sasl_handshake(s, MECHANISM)
+            client = ScramExchange(MECHANISM, token_id, base64.b64encode(mac).decode())
+            client.first = scram.ClientFirstMessage(token_id, client.first.nonce, extensions=(("tokenauth", "true"),))
+            first = sasl_authenticate(s, client.client_first())
+            assert first.error_code == 0, first
+            final = sasl_authenticate(s, client.client_final(first.auth_bytes), correlation_id=3)
+            assert final.error_code == 0 and client.server_final_ok(final.auth_bytes)
+            assert 0 < final.session_lifetime_ms <= 60_000, final
+        # A password login's session does not end (connections.max.reauth.ms is 0).
+        with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=30) as s:
+            sasl_handshake(s, MECHANISM)
+            client = ScramExchange(MECHANISM, *ALICE)
+            first = sasl_authenticate(s, client.client_first())
+            final = sasl_authenticate(s, client.client_final(first.auth_bytes), correlation_id=3)
+            assert final.error_code == 0 and final.session_lifetime_ms == 0, final
+        assert alice.expire(mac, -1).error_code == 0
+
+
 def test_token_requests_need_an_authenticated_non_token_session(broker: SaslBroker) -> None:
     with RawSession(broker.plain_port) as plaintext:
         refused = plaintext.create(version=1)
