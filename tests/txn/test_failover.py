@@ -15,6 +15,7 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from protocol.api_versions import ApiKey
+from protocol.errors import ErrorCode as E
 from tests.integration.helpers import RawClient, unique, wait_until
 from tests.txn.conftest import TXN_OVERRIDES
 from tests.txn.ctp import check_exactly_once, confluent_loop, create_topic, seed
@@ -115,15 +116,12 @@ def test_sigkill_partition_leader_mid_transaction(cluster_factory: Any) -> None:
 
 def test_sigkill_coordinator_right_after_end_txn(cluster_factory: Any) -> None:
     """EndTxn(commit) answered, then the coordinator dies while it writes markers: the new one finishes."""
-    from tests.txn.test_txn_protocol import Txn
-
     cluster = cluster_factory(3, overrides=FAILOVER_OVERRIDES)
     bs = cluster.bootstrap
     topic = unique("fo-raw")
     create_topic(bs, topic, partitions=3)
-    t = Txn(bs, unique("fo-raw-txn"))
+    t = initialized_txn(bs, unique("fo-raw-txn"))
     try:
-        t.init()
         assert t.add(topic, [0, 1, 2]) == 0
         for p in range(3):
             assert t.produce(topic, p, [b"p%d-a" % p, b"p%d-b" % p]).error_code == 0
@@ -148,11 +146,43 @@ def test_sigkill_coordinator_right_after_end_txn(cluster_factory: Any) -> None:
 
     assert sorted(read_all(live, topic, "read_committed")) == sorted(
         b"p%d-%s" % (p, s) for p in range(3) for s in (b"a", b"b"))
-    t2 = Txn(live, t.txn_id)
+    wait_until(lambda: transaction_state(live, t.txn_id) == "CompleteCommit", 90, "CompleteCommit")
+
+
+def initialized_txn(bootstrap: str, txn_id: str) -> Any:
+    """A raw transactional producer past InitProducerId, re-finding the coordinator as clients do.
+
+    Right after ``__transaction_state`` is created, FindCoordinator (answered from the asking broker's
+    metadata) can name a leader that has not yet applied its LeaderAndIsr: InitProducerId there is
+    answered NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE while the partition has no leader), and a
+    client looks the coordinator up again."""
+    from tests.txn.test_txn_protocol import Txn
+
+    def attempt() -> Any:
+        t = Txn(bootstrap, txn_id)
+        code = t.init().error_code
+        if code == E.NONE:
+            return t
+        t.close()
+        assert code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE), f"InitProducerId: {E(code).name}"
+        return None
+
+    return wait_until(attempt, 30, f"InitProducerId of {txn_id}")
+
+
+def transaction_state(bootstrap: str, txn_id: str) -> str | None:
+    """DescribeTransactions at the coordinator metadata names now (None while there is none that answers)."""
+    with RawClient(bootstrap) as raw:
+        fc = raw.request(ApiKey.FIND_COORDINATOR, 3, key=txn_id, key_type=1)
+    if fc.error_code != E.NONE:
+        return None
     try:
-        wait_until(lambda: t2.describe().transaction_state == "CompleteCommit", 90, "CompleteCommit")
-    finally:
-        t2.close()
+        with RawClient(f"{fc.host}:{fc.port}") as coordinator:
+            r = coordinator.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, transactional_ids=[txn_id])
+    except OSError:
+        return None  # metadata still names the killed broker
+    state = r.transaction_states[0]
+    return state.transaction_state if state.error_code == E.NONE else None
 
 
 def _offsets_or_none(bootstrap: str, topic: str, partition: int) -> tuple[int, int] | None:
