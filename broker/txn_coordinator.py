@@ -712,6 +712,16 @@ class TransactionCoordinator:
         """Write the markers to every partition of the transaction, then CompleteCommit/CompleteAbort."""
         pid, epoch = meta.producer_id, meta.producer_epoch
         backoff = self.config.retry_backoff_s
+        # Why each partition's marker is still missing, logged when it changes (Kafka logs every retry;
+        # once per cause keeps a long outage readable).
+        waiting: dict[TP, str] = {}
+
+        def still_waiting(tp: TP, why: str) -> None:
+            if waiting.get(tp) != why:
+                waiting[tp] = why
+                log.info("marker of %s for %s-%d not written yet (%s); retrying with coordinator epoch %d",
+                         transactional_id, tp[0], tp[1], why, coordinator_epoch)
+
         while meta.partitions:
             if not self._owns(transactional_id, coordinator_epoch, meta):
                 return
@@ -724,6 +734,8 @@ class TransactionCoordinator:
                     meta.partitions.discard(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
+                else:
+                    still_waiting(tp, "no leader")
             if by_leader:
                 results = await asyncio.gather(*(
                     self._write_markers(b, pid, epoch, commit, coordinator_epoch, tps) for b, tps in by_leader.items()))
@@ -736,7 +748,9 @@ class TransactionCoordinator:
                         elif code in _MARKER_GIVE_UP:
                             log.info("markers of %s cancelled: %s on %s-%d", transactional_id, code.name, tp[0], tp[1])
                             return
-                        elif code not in _MARKER_RETRY:
+                        elif code in _MARKER_RETRY:
+                            still_waiting(tp, code.name)
+                        else:
                             log.warning("unexpected %s writing a marker of %s to %s-%d; retrying", code.name,
                                         transactional_id, tp[0], tp[1])
             if meta.partitions:
