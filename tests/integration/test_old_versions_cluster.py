@@ -34,7 +34,9 @@ def test_metadata_v0_leaves_out_unreachable_replicas(cluster_factory: Any) -> No
                 ct.CreatableReplicaAssignment(partition_index=0, broker_ids=[0, 1])], configs=[])])
     assert r.topics[0].error_code == 0
     with RawClient(cluster.brokers[0].bootstrap) as raw:
-        wait_until(lambda: _partition(raw, 0, topic).isr_nodes == [0, 1], 30, "both replicas in sync")
+        # Created on the controller: broker 0 learns of the topic a moment later.
+        wait_until(lambda: raw.leaders(topic) == 1 and _partition(raw, 0, topic).isr_nodes == [0, 1], 30,
+                   "both replicas in sync")
         p = _partition(raw, 0, topic)
         assert (p.error_code, p.leader_id, p.replica_nodes) == (0, 0, [0, 1])
         cluster.brokers[1].stop()
