@@ -143,3 +143,62 @@ def test_write_txn_markers_to_a_non_leader_is_refused_with_a_retriable_error(clu
         wait_until(lambda: lso_and_hw(bs, topic, 0) == (2, 2), 30, "the coordinator's commit marker")
     finally:
         t.close()
+
+
+@pytest.mark.slow
+def test_marker_to_a_frozen_leader_is_retried_at_the_partition_s_next_leader(cluster_factory: Any) -> None:
+    """The data partition's leader is frozen (SIGSTOP) when the commit is prepared: the coordinator's
+    WriteTxnMarkers to it gets no answer, and once the controller has moved the partition (the frozen
+    broker's ZooKeeper session expired) the request times out and the marker goes to the new leader."""
+    from broker.txn_log_format import partition_for
+
+    overrides = dict(FAILOVER_OVERRIDES, **{
+        # Two replicas per __transaction_state partition, so that one of them can leave out the frozen broker.
+        "transaction.state.log.replication.factor": "2",
+        "request.timeout.ms": "10000",  # the WriteTxnMarkers to the frozen broker times out after 15 s
+    })
+    cluster = cluster_factory(3, overrides=overrides)
+    bs = cluster.bootstrap
+    topic = unique("mk-frozen")
+    from tests.txn.ctp import create_topic as create_replicated_topic
+
+    create_replicated_topic(bs, topic, partitions=3, rf=3)
+    initialized_txn(bs, unique("mk-frozen-warm-up")).close()  # creates __transaction_state
+    txn_replicas = replicas(bs, "__transaction_state")
+    data_leaders = leaders(bs, topic)
+    # A transaction partition whose replicas leave out the leader of one of the data partitions.
+    txn_partition, partition, frozen = next(
+        (tp, p, b) for tp, rs in sorted(txn_replicas.items()) for p, b in sorted(data_leaders.items()) if b not in rs)
+    txn_id = next(i for i in (unique("mk-frozen-txn") for _ in range(500)) if partition_for(i, 5) == txn_partition)
+    t = initialized_txn(bs, txn_id)
+    at = {i: b.bootstrap for i, b in enumerate(cluster.brokers)}
+    live = ",".join(a for i, a in at.items() if i != frozen)
+    try:
+        assert t.add(topic, [partition]) == 0
+        assert t.produce(topic, partition, [b"a", b"b"]).error_code == 0
+        cluster.brokers[frozen].pause()
+        try:
+            assert t.end(commit=True) == E.NONE
+            assert transaction_state(at[t.coordinator_id], txn_id) == "PrepareCommit"
+            seen: list[tuple[int, int] | None] = [None]
+
+            def committed() -> bool:
+                got = seen[0] = lso_and_hw(live, topic, partition) if leaders(live, topic)[partition] != frozen \
+                    else None
+                return got == (3, 3)
+
+            wait_until(committed, 60, lambda: f"the commit marker at {topic}-{partition}'s new leader "
+                                              f"(LSO, HW: {seen[0]})")
+            wait_until(lambda: transaction_state(live, txn_id) == "CompleteCommit", 30, "CompleteCommit")
+        finally:
+            cluster.brokers[frozen].resume()
+    finally:
+        t.close()
+    assert read_committed(live, topic, partition) == [b"a", b"b"]
+
+
+def replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    with RawClient(bootstrap) as raw:
+        md = raw.request(ApiKey.METADATA, 12, topics=[_metadata_topic(topic)], allow_auto_topic_creation=False,
+                         include_topic_authorized_operations=False)
+    return {p.partition_index: list(p.replica_nodes) for t in md.topics if t.name == topic for p in t.partitions}
