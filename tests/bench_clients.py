@@ -14,7 +14,8 @@ Phase 1, one broker each: produce acks=1 and acks=all on 1 and on 1,000 partitio
 librdkafka producer and consumer, and end-to-end latency (acks=1, acks=all). Phase 2, three brokers
 each: produce to a topic of RF=1 with acks=1 and to one of RF=3, min.insync.replicas=2 with acks=all
 (3 partitions each, so every broker leads one), with both clients, and acks=all end-to-end latency on
-RF=3. Next to throughput: the brokers' CPU seconds per million records (utime + stime from
+RF=3. Each phase begins with one uncounted run of every case, as large as a counted one, for the
+JVMs' JIT (Kafka's broker and the Java clients). Next to throughput: the brokers' CPU seconds per million records (utime + stime from
 /proc/PID/stat, summed over a cluster's brokers), the steadiest figure on shared cores.
 
 Printed: every run, the medians and ratios kafkette/Kafka, the replicated/unreplicated ratio of each
@@ -67,7 +68,9 @@ class Scale:
         return Scale(records, messages, runs)
 
     def warm_up(self) -> Scale:
-        return Scale(max(1000, self.records // 5), max(200, self.latency_messages // 10), 1)
+        """As large as a counted run: Kafka's JIT keeps compiling well past a fifth of a run (its broker
+        CPU per record still fell from run to run after such a warm-up)."""
+        return Scale(self.records, self.latency_messages, 1)
 
 
 @dataclass
@@ -304,7 +307,8 @@ def run_phase(title: str, n: int, topics: dict[str, tuple[int, int, dict[str, st
                   f"sync in {time.monotonic() - started:.1f} s", flush=True)
         width = max(len(c.name) for c in cases)
         warm = scale.warm_up()
-        print(f"  warm-up ({warm.records:,} records, {warm.latency_messages:,} latency messages; not counted)")
+        print(f"  warm-up, one run of each case, not counted ({warm.records:,} records, {warm.latency_messages:,} "
+              "latency messages)")
         for case in cases:
             for s in systems:
                 print(f"  warm-up {case.name:{width}} {s.name:9} {describe(measure(case, s, warm), case.kind)}",
@@ -333,7 +337,9 @@ def report_medians(results: Results, cases: list[Case]) -> None:
             for pct in ("p50_ms", "p99_ms", "avg_ms"):
                 ours, theirs = (results.median(case.name, s, pct) for s in SYSTEMS)
                 label = f"{case.name} {pct.removesuffix('_ms')}"
-                print(f"  {label:{width}} {ours:>9.3g} ms {theirs:>9.3g} ms {bu.ratio(ours, theirs):>6.2f} "
+                r = bu.ratio(ours, theirs)
+                shown = f"{r:>6.2f}" if math.isfinite(r) else f"{'n/a':>6}"  # Kafka's under a millisecond
+                print(f"  {label:{width}} {ours:>9.3g} ms {theirs:>9.3g} ms {shown} "
                       f"{run_cpu[0]:>17} {run_cpu[1]:>14}")
                 run_cpu = ["", ""]
     print("  (ratio = kafkette / Kafka: above 1 is better for throughput, below 1 for latency; "
