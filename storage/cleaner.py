@@ -8,13 +8,17 @@ One pass over a log:
    ``min.compaction.lag.ms``).
 2. Build a key -> latest offset map over the dirty range in a fixed ``dedupe_buffer_size`` buffer
    (:class:`OffsetMap`: 16-byte MD5 of the key + 8-byte offset per slot). When it fills up, the pass
-   stops there and the rest stays dirty for the next pass.
+   stops there and the rest stays dirty for the next pass. Batches of aborted transactions stay out of
+   the map, so a key whose latest record was aborted keeps its latest committed one.
 3. Rewrite segments from the log start in groups that fit one segment: a record survives if no later
    offset for its key is in the map. Batches keep their base offset, last offset delta, producer id,
    epoch, sequence, transactional flag, leader epoch and compression (KIP-534: batches holding tombstones
    or markers get a delete horizon; a tombstone goes once its batch's horizon has passed). Records of
-   aborted transactions go. A transaction marker goes once no batch of its transaction remains and its
-   horizon has passed; an abort marker that stays keeps its entry in the cleaned segment's ``.txnindex``. The last batch of each producer is kept, even empty, so its sequence survives.
+   aborted transactions go, wherever their abort marker is (the aborted transactions come from the
+   ``.txnindex`` of every segment, the later ones included). A transaction marker goes once no batch of
+   its transaction remains and its horizon has passed; an abort marker that stays keeps its entry in
+   the cleaned segment's ``.txnindex``. The last batch of each producer is kept, even empty, so its
+   sequence survives.
 4. Swap each cleaned group in with the ``.cleaned`` -> ``.swap`` -> final rename scheme
    (:meth:`PartitionLog.replace_segments`).
 
@@ -322,11 +326,12 @@ class LogCleaner:
         stats.end_offset = end_offset
         stats.map_entries = offset_map.size
         delete_retention = int(config_value(lg.config, "delete_retention_ms"))
-        segments = [s for s in lg.segments if s.base_offset < end_offset]
-        aborted: list[AbortedTxn] = []
-        for seg in segments:
-            aborted.extend(seg.txn_index.entries)
-        tracker = _TxnTracker(aborted)
+        all_segments = lg.segments
+        segments = [s for s in all_segments if s.base_offset < end_offset]
+        # The aborted transactions of the whole range rewritten, from every segment's index: an abort
+        # marker (and so its entry) may sit in a later segment than the transaction's batches.
+        upper = all_segments[len(segments)].base_offset if len(segments) < len(all_segments) else lg.log_end_offset
+        tracker = _TxnTracker(lg.collect_aborted_transactions(segments[0].base_offset, upper))
         last_batch_of_producer = {
             pid: e.last_data_offset for pid, e in lg.producer_state.producers.items() if e.last_data_offset >= 0
         }
@@ -353,8 +358,12 @@ class LogCleaner:
     def _build_offset_map(
         self, lg: PartitionLog, start: int, end: int, offset_map: OffsetMap, stats: CleanStats
     ) -> int:
-        """Fill the map with the dirty range; returns the offset it covers up to (exclusive)."""
+        """Fill the map with the dirty range; returns the offset it covers up to (exclusive).
+
+        Batches of aborted transactions are left out, as Kafka's buildOffsetMap leaves them: they are
+        dropped, and a key whose latest record was aborted keeps its latest committed value."""
         reached = start
+        tracker = _TxnTracker(lg.collect_aborted_transactions(start, end))
         for seg in lg.segments:
             if seg.base_offset >= end:
                 break
@@ -366,6 +375,11 @@ class LogCleaner:
                 if h.base_offset >= end:
                     return reached
                 if h.is_control:
+                    tracker.marker_can_be_discarded(h, control_record(seg.read_bytes(h.position, h.size))[0])
+                    reached = h.next_offset
+                    continue
+                if tracker.data_batch_is_aborted(h):
+                    stats.records_read += h.records_count
                     reached = h.next_offset
                     continue
                 if offset_map.size + h.records_count > offset_map.capacity:

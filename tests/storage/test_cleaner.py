@@ -257,3 +257,68 @@ def test_cleaner_memory_is_bounded_on_a_1_gib_log(tmp_path):
     assert stats.map_entries <= dedupe // 24 and stats.records_retained > 0
     assert peak < dedupe + 8 * 1024 * 1024, peak
     lg.close()
+
+
+def _txn_append(lg, pid, recs, seq, commit, marker_ts, roll_before_marker=False):
+    """A transaction of ``recs`` by ``pid`` (epoch 0), ended by a COMMIT or ABORT marker."""
+    lg.append(batch(recs, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True))
+    if roll_before_marker:
+        lg.roll()
+    lg.append(bytearray(build_control_batch(commit=commit, producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                                            timestamp=marker_ts)), from_client=False)
+
+
+def _read_committed(lg):
+    """What a read_committed consumer sees from the log start: records outside aborted transactions."""
+    aborted = lg.collect_aborted_transactions(lg.log_start_offset, lg.log_end_offset)
+    out = {}
+    for data in lg.batches(lg.log_start_offset):
+        v = BatchView(data)
+        if v.is_control:
+            continue
+        if v.is_transactional and any(t.producer_id == v.producer_id and t.first_offset <= v.base_offset
+                                      <= t.last_offset for t in aborted):
+            continue
+        for rec in v.records():
+            out.setdefault(rec.key, []).append(rec.value)
+    return out
+
+
+def test_an_aborted_latest_value_does_not_shadow_the_committed_one(log_dir):
+    """Kafka's buildOffsetMap leaves aborted batches out of the key map: a key whose latest record is
+    aborted keeps its latest committed value."""
+    lg = PartitionLog(log_dir, compact_config())
+    _txn_append(lg, 5, [(b"k", b"committed", NOW)], 0, True, NOW + 1)
+    _txn_append(lg, 5, [(b"k", b"aborted", NOW + 2)], 1, False, NOW + 3)
+    lg.append(batch([(b"plain", b"p1", NOW + 4)]))
+    lg.roll()
+    lg.append(batch([(b"x", b"y", NOW + 10)]))
+    lg.high_watermark = lg.log_end_offset
+    before = _read_committed(lg)
+    assert before[b"k"] == [b"committed"]
+    LogCleaner(lambda: [lg], clock=lambda: NOW).clean(lg)
+    assert _read_committed(lg) == before
+    assert b"aborted" not in {r[3] for r in records_of(lg)}
+    lg.close()
+
+
+def test_aborted_data_whose_marker_is_past_the_cleaned_range_is_dropped(log_dir):
+    """The transaction's batches are in a cleaned segment and its ABORT marker (with its .txnindex
+    entry) in the active one: the cleaner still knows them as aborted (Kafka collects the aborted
+    transactions of every later segment), so they neither survive as committed nor shadow the key."""
+    lg = PartitionLog(log_dir, compact_config())
+    lg.append(batch([(b"k", b"plain", NOW)]))
+    _txn_append(lg, 6, [(b"k", b"aborted", NOW + 1), (b"j", b"aborted-j", NOW + 1)], 0, False, NOW + 2,
+                roll_before_marker=True)
+    lg.high_watermark = lg.log_end_offset
+    assert lg.active_segment.base_offset > 0
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: NOW)
+    stats = cleaner.clean(lg)
+    assert stats.end_offset == lg.active_segment.base_offset
+    assert _read_committed(lg) == {b"k": [b"plain"]}
+    data = [r.value for b in lg.batches() if not BatchView(b).is_control for r in BatchView(b).records()]
+    assert data == [b"plain"], "the aborted records are gone"
+    # The producer's last data batch stays (empty) for its sequence, still covered by the entry.
+    [aborted] = lg.collect_aborted_transactions(0, lg.log_end_offset)
+    assert (aborted.producer_id, aborted.first_offset) == (6, 1)
+    lg.close()
