@@ -523,7 +523,32 @@ class ReplicaManager:
                 if total_bytes:
                     self._count_bytes_out(resp, version, is_follower, total_bytes)
                 return resp
-            await self.fetch_purgatory.wait(keys, remaining)
+            # Kafka's DelayedFetch.tryComplete: a wake-up reads again only if a partition it names changed
+            # in what this fetch reads (its end offset, its leadership). A follower's fetch is woken by the
+            # HW moving after the other follower's fetch, a consumer's by appends beyond its HW: reading
+            # every partition of the fetch again for those would find what the last read found.
+            seen: dict[Any, tuple[Any, ...]] = {k: self._fetch_watch_state(k, is_follower, isolation) for k in keys}
+            while True:
+                notified = await self.fetch_purgatory.wait(keys, remaining)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or any(self._fetch_watch_state(k, is_follower, isolation) != seen.get(k)
+                                         for k in notified):
+                    break
+
+    def _fetch_watch_state(self, tp: Any, is_follower: bool, isolation: int) -> tuple[Any, ...]:
+        """What a parked fetch of ``tp`` depends on: the offset it reads up to (the LEO for a follower,
+        else the HW or LSO), the log start offset and the partition's leadership."""
+        p = self.partitions.get(tp)  # None too for a topic id this broker does not know: (None, partition)
+        if p is None:
+            return ()
+        lg = p.log
+        if is_follower:
+            end = lg.log_end_offset
+        elif isolation == READ_COMMITTED:
+            end = lg.last_stable_offset
+        else:
+            end = lg.high_watermark
+        return (id(p), id(lg), end, lg.log_start_offset, p.leader_id, p.leader_epoch, lg.is_offline)
 
     def _count_bytes_out(self, resp: Any, version: int, is_follower: bool, total_bytes: int) -> None:
         if is_follower:
@@ -561,11 +586,15 @@ class ReplicaManager:
                 try:
                     p = self.leader_partition(tp, fp.current_leader_epoch if version >= 9 else -1)
                     if is_follower:
-                        if p.update_follower_fetch(replica_id, fp.fetch_offset,
-                                                   body.replica_state.replica_epoch if version >= 15 else -1):
-                            self.notify_hw(tp)
-                        if self.isr_manager is not None and replica_id not in p.isr:
-                            self.isr_manager.maybe_expand(p)
+                        # The follower's fetch position counts once per fetch, when it arrives (Kafka:
+                        # updateFetchState = !readFromPurgatory): its replica.lag.time.max.ms clock
+                        # compares that fetch's time with the leader's LEO at that moment.
+                        if first_read:
+                            if p.update_follower_fetch(replica_id, fp.fetch_offset,
+                                                       body.replica_state.replica_epoch if version >= 15 else -1):
+                                self.notify_hw(tp)
+                            if self.isr_manager is not None and replica_id not in p.isr:
+                                self.isr_manager.maybe_expand(p)
                         max_offset = None
                         throttled = self.leader_quota is not None and self.leader_quota.is_throttled(*tp)
                     elif isolation == READ_COMMITTED:
