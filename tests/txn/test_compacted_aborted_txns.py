@@ -65,6 +65,8 @@ class Written:
     latest_aborted_keys: list[bytes] = field(default_factory=list)
     # An aborted transaction left in the active segment, which the cleaner does not touch.
     tail_aborted: list[Pair] = field(default_factory=list)
+    # Aborted transactions whose first batch and ABORT marker went into different segments.
+    aborts_across_segments: int = 0
 
     def latest_committed(self) -> dict[bytes, bytes]:
         return dict(self.committed)
@@ -133,6 +135,7 @@ def _write(bs: str, topic: str, part_dir: Path) -> Written:
         w.committed.append((key, v))
 
     def transaction(commit: bool, batches: list[list[bytes]]) -> list[Pair]:
+        first = _end_offset(bs, topic)
         txn.begin_transaction()
         pairs = []
         for keys in batches:
@@ -147,6 +150,8 @@ def _write(bs: str, topic: str, part_dir: Path) -> Written:
         else:
             txn.abort_transaction()
             w.aborted.update(pairs)
+            marker = _end_offset(bs, topic) - 1
+            w.aborts_across_segments += any(first < b <= marker for b in _segment_bases(part_dir))
         return pairs
 
     try:
@@ -171,20 +176,16 @@ def _write(bs: str, topic: str, part_dir: Path) -> Written:
     finally:
         txn.close(timeout=5)
         plain.close(timeout=5)
-    assert len(_segment_bases(part_dir)) > 3
+    assert len(_segment_bases(part_dir)) > 3 and w.aborts_across_segments > 0
     assert _segment_bases(part_dir)[-1] <= tail_start, "the last transaction is not in the active segment"
     return w
 
 
 def _end_offset(bs: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
+    """The partition's log end offset: its high watermark, on one broker with no transaction open."""
+    from tests.txn.test_txn_protocol import offsets
 
-    c = KafkaConsumer(bootstrap_servers=bs)
-    try:
-        tp = TopicPartition(topic, 0)
-        return int(c.end_offsets([tp])[tp])
-    finally:
-        c.close()
+    return offsets(bs, topic, 0)[0]
 
 
 def _cleaner_checkpoint(cluster: Any, topic: str) -> int:
