@@ -458,7 +458,9 @@ class KafkaController:
             if b < 0:
                 continue
             self._batch.leader_and_isr.setdefault(b, {})[tp] = (st, a, is_new)
-        self._add_update_metadata(ctx.live_or_shutting_down_broker_ids, (tp,))
+        # Called once per partition (10,000 in a failover or a big CreateTopics): no set built per call.
+        self._batch.update_metadata_brokers.update(ctx.live_brokers)
+        self._batch.update_metadata_partitions.add(tp)
 
     def _add_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
         self._batch.update_metadata_brokers.update(brokers)

@@ -495,13 +495,15 @@ class LogManager:
         config)`` each. Directories are chosen as get_or_create_log does, the files are written in
         parallel and each log directory's parent is fsynced once. Returns the failures by partition."""
         todo: list[tuple[TopicPartition, str, Any, Any]] = []
+        queued: set[TopicPartition] = set()  # a set: a LeaderAndIsr names 10,000 partitions or more
         failed: dict[TopicPartition, BaseException] = {}
         with self._lock:
             counts = self.partition_counts()
             for topic, partition, topic_id, config in specs:
                 tp = (topic, partition)
-                if tp in self._logs or any(t[0] == tp for t in todo):
+                if tp in self._logs or tp in queued:
                     continue
+                queued.add(tp)
                 if tp in self._offline_partitions or not counts:
                     failed[tp] = LogDirOfflineError(f"{topic}-{partition} has no online log dir")
                     continue
