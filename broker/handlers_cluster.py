@@ -37,7 +37,6 @@ from broker.request_authorization import ALLOW_ALL, RequestAuthorizer
 from broker.update_features import refused as features_refused
 from broker.update_features import update_features
 from protocol.api_versions import ApiKey
-from protocol.client_connection import PLAINTEXT, ConnectionSecurity
 from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
@@ -102,16 +101,14 @@ def _refused(api_key: int, body: Any, code: ErrorCode, msg: str | None) -> Any:
 
 
 class ClusterHandlers:
-    def __init__(self, broker_id: int, metadata: MetadataCache, inter_broker_listener: str,
-                 controller: Callable[[], KafkaController | None], auth: RequestAuthorizer = ALLOW_ALL,
-                 security: ConnectionSecurity = PLAINTEXT) -> None:
+    def __init__(self, broker_id: int, metadata: MetadataCache, controller: Callable[[], KafkaController | None],
+                 auth: RequestAuthorizer = ALLOW_ALL) -> None:
         self.broker_id = broker_id
         self.auth = auth
         self.metadata = metadata
-        self.controller = controller  # this broker's KafkaController, once started
-        # No connection of its own: nothing is forwarded to the controller (see the module docstring).
-        self.inter_broker_listener = inter_broker_listener
-        self.security = security
+        # This broker's KafkaController, once started. Nothing is forwarded to another broker's
+        # controller (see the module docstring), so these handlers hold no connection.
+        self.controller = controller
 
     def _active_controller(self) -> Any:
         ctrl = self.controller()
@@ -177,5 +174,3 @@ class ClusterHandlers:
         apis.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, self.alter_partition_reassignments)
         apis.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, self.list_partition_reassignments)
 
-    def close(self) -> None:
-        """Nothing to release: these handlers hold no connection."""

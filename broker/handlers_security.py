@@ -35,11 +35,14 @@ from protocol.errors import ErrorCode
 from protocol.messages import response_type
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from broker.connection import Connection
     from broker.delegation_tokens import DelegationTokenManager
     from broker.kafka_apis import KafkaApis
     from broker.request_authorization import RequestAuthorizer
     from broker.wiring import ZkCall
+    from controller.controller import KafkaController
     from controller.zk_client import KafkaZkClient
     from protocol.messages import Request
 
@@ -423,3 +426,25 @@ class SecurityHandlers:
         apis.register(ApiKey.RENEW_DELEGATION_TOKEN, self.renew_delegation_token)
         apis.register(ApiKey.EXPIRE_DELEGATION_TOKEN, self.expire_delegation_token)
         apis.register(ApiKey.DESCRIBE_DELEGATION_TOKEN, self.describe_delegation_token)
+
+
+def scram_alterations_only_on_the_controller(apis: KafkaApis, controller: Callable[[], KafkaController | None]
+                                             ) -> None:
+    """Kafka 3.9 in ZooKeeper mode answers AlterUserScramCredentials off the active controller with
+    NOT_CONTROLLER for every user it names, before any authorization (KafkaApis checks
+    ``controller.isActive`` first). Installed over the authorization guard, so it runs first."""
+    inner = apis.handlers.get(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+    if inner is None:
+        return
+
+    async def handler(conn: Connection, req: Request) -> Any:
+        ctrl = controller()
+        if ctrl is None or not ctrl.is_active:
+            b = req.body
+            users = sorted({d.name for d in b.deletions} | {u.name for u in b.upsertions})
+            # The error's own message is Kafka's generic one, which its ApiError leaves out.
+            return _AS(results=[_AS.AlterUserScramCredentialsResult(user=u, error_code=ErrorCode.NOT_CONTROLLER,
+                                                                    error_message=None) for u in users])
+        return await inner(conn, req)
+
+    apis.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, handler)

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from broker.controller_glue import ControllerRequestState, ControllerServices
     from broker.group_coordinator import GroupCoordinator
     from broker.handlers_admin import AdminHandlers
-    from broker.handlers_cluster import ClusterHandlers
     from broker.handlers_group import GroupHandlers
     from broker.isr_manager import IsrManager
     from broker.metrics import MetricsServer
@@ -61,7 +60,6 @@ class BrokerComponents:
     isr_manager: IsrManager | None = None
     controller_requests: ControllerRequestState | None = None
     admin: AdminHandlers | None = None
-    cluster: ClusterHandlers | None = None  # owns the forwarding connection pool
     producer_ids: ProducerIdManager | None = None
     group_coordinator: GroupCoordinator | None = None
     groups: GroupHandlers | None = None
@@ -86,7 +84,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     from broker.handlers_data import DataApis
     from broker.handlers_group import GroupHandlers, register_group_apis, start_group_coordinator
     from broker.handlers_log_dirs import LogDirHandlers
-    from broker.handlers_security import SecurityHandlers
+    from broker.handlers_security import SecurityHandlers, scram_alterations_only_on_the_controller
     from broker.handlers_txn import TxnApis
     from broker.isr_manager import IsrManager
     from broker.producer_ids import ProducerIdManager
@@ -146,14 +144,12 @@ async def build_components(broker: Broker) -> ReplicaManager:
                             lambda: c.controller, auth)
     c.admin.register(broker.apis)
     LogDirHandlers(broker.log_manager, rm, c.log_dir_mover, auth).register(broker.apis)
-    c.cluster = ClusterHandlers(broker.broker_id, broker.metadata, broker.inter_broker_listener, lambda: c.controller,
-                                auth,
-                                security=inter_broker_security(broker.config, broker.inter_broker_listener))
-    c.cluster.register(broker.apis)
+    ClusterHandlers(broker.broker_id, broker.metadata, lambda: c.controller, auth).register(broker.apis)
     from broker.delegation_tokens import start_delegation_tokens
 
     SecurityHandlers(broker.zk, broker.zk_call, await start_delegation_tokens(broker), auth).register(broker.apis)
     authorize_quota_and_scram_apis(broker.apis, auth)
+    scram_alterations_only_on_the_controller(broker.apis, lambda: c.controller)
     c.producer_ids = ProducerIdManager(broker.zk, broker.broker_id, broker.zk_call)
     markers = TxnMarkerWriter(rm, lambda: broker.config, lambda: c.group_coordinator)
     TxnApis(c.producer_ids, broker.metadata, rm, markers, lambda: c.txn_coordinator,
@@ -177,9 +173,6 @@ async def stop_components(broker: Broker) -> None:
     close_authorizer = getattr(authorizer, "close", None)
     if close_authorizer is not None:
         await close_authorizer()  # stops following ACL change notifications
-    cluster, c.cluster = c.cluster, None
-    if cluster is not None:
-        cluster.close()  # the pooled forwarding connection to the controller
     mover, c.log_dir_mover = c.log_dir_mover, None
     if mover is not None:
         await mover.shutdown()  # before the logs close; moves resume after the restart

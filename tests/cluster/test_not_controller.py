@@ -246,6 +246,28 @@ def test_elections_and_reassignments_off_the_controller_are_refused(cluster: Any
             admin.close()
 
 
+def test_scram_credential_changes_off_the_controller_are_refused(cluster: Any) -> None:
+    """AlterUserScramCredentials off the controller: NOT_CONTROLLER for each user named (sorted, once),
+    no credential written; the controller takes the same request."""
+    us = request_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+    controller, other = roles(cluster)
+    user = unique("nc-user")
+    fields = {"deletions": [us.ScramCredentialDeletion(name="nc-nobody", mechanism=1)],
+              "upsertions": [us.ScramCredentialUpsertion(name=user, mechanism=1, iterations=4096, salt=b"s" * 16,
+                                                         salted_password=b"p" * 32),
+                             us.ScramCredentialUpsertion(name=user, mechanism=2, iterations=4096, salt=b"s" * 16,
+                                                         salted_password=b"p" * 64)]}
+    with RawClient(other.bootstrap) as to_other, ZkView(cluster) as zk:
+        r = to_other.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, **fields)
+        assert [(x.user, x.error_code, x.error_message) for x in r.results] == [
+            ("nc-nobody", NOT_CONTROLLER, None), (user, NOT_CONTROLLER, None)]
+        assert zk.zk.kazoo.exists(f"/config/users/{user}") is None
+    with RawClient(controller.bootstrap) as to_controller:
+        r = to_controller.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, upsertions=fields["upsertions"],
+                                  deletions=[])
+        assert [(x.user, x.error_code) for x in r.results] == [(user, 0)]
+
+
 def test_not_controller_comes_before_authorization(request: pytest.FixtureRequest) -> None:
     """With Kafka's AclAuthorizer, a caller holding no ACL gets NOT_CONTROLLER from a broker that is not
     the controller for topic changes (checked before authorization, as in Kafka) and
@@ -385,6 +407,11 @@ def refused_requests(topic: str) -> list[tuple[str, int, int, dict[str, Any]]]:
                 {"timeout_ms": 5000, "topics": None}))
     out.append(("ListPartitionReassignments v0, named", ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
                 {"timeout_ms": 5000, "topics": [lr.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0])]}))
+    us = request_type(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
+    out.append(("AlterUserScramCredentials v0", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [us.ScramCredentialDeletion(name="nc-b", mechanism=1)],
+        "upsertions": [us.ScramCredentialUpsertion(name=n, mechanism=1, iterations=4096, salt=b"s" * 16,
+                                                   salted_password=b"p" * 32) for n in ("nc-b", "nc-a")]}))
     return out
 
 
