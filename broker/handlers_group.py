@@ -141,7 +141,7 @@ class GroupHandlers:
                  auth: RequestAuthorizer = ALLOW_ALL, zk_offsets: ZkConsumerOffsets | None = None,
                  verifier: TxnVerifier | None = None) -> None:
         self.auth = auth
-        self.verifier = verifier  # KIP-890 for TxnOffsetCommit (see txn_verifier_of)
+        self.verifier = verifier  # KIP-890 for TxnOffsetCommit: the produce path's verifier
         self.zk_offsets = zk_offsets  # OffsetCommit/OffsetFetch v0 (see zk_offsets_of)
         self.coordinator = coordinator
         self.rm = replica_manager
@@ -534,15 +534,6 @@ def zk_offsets_of(h: GroupHandlers) -> ZkConsumerOffsets | None:
     return h.zk_offsets
 
 
-def txn_verifier_of(apis: KafkaApis, h: GroupHandlers) -> TxnVerifier | None:
-    """The transaction verifier TxnOffsetCommit shares with the produce path: the one given, else the
-    one of the registered Produce handler (DataApis.produce)."""
-    if h.verifier is None:
-        data_apis = getattr(apis.handlers.get(ApiKey.PRODUCE), "__self__", None)
-        h.verifier = getattr(data_apis, "verifier", None)
-    return h.verifier
-
-
 async def consumer_group_heartbeat(conn: Connection, req: Request) -> Any:
     return response_type(ApiKey.CONSUMER_GROUP_HEARTBEAT)(error_code=E.UNSUPPORTED_VERSION)
 
@@ -564,7 +555,7 @@ def _version_zero_to(zk_handler: Any, handler: Any) -> Any:
 def register_group_apis(apis: KafkaApis, h: GroupHandlers) -> None:
     """FindCoordinator and the group APIs (authorized by AuthorizedGroupApis, translated by GroupApis)."""
     _register_group_apis(apis, h)
-    if txn_verifier_of(apis, h) is not None:
+    if h.verifier is not None:
         h.coordinator.verify_txn_offsets = TxnOffsetsVerification(
             h.rm, lambda: h.verifier, lambda: bool(h.config().get(VERIFICATION_ENABLE)))
     apis.register(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_group_heartbeat)

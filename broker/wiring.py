@@ -157,7 +157,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.group_coordinator = await start_group_coordinator(lambda: broker.config, broker.broker_id, broker.metadata, rm)
     assert c.admin is not None
     c.groups = GroupHandlers(c.group_coordinator, rm, broker.metadata, lambda: broker.config, c.admin.create_topic,
-                             lambda: c.txn_coordinator, auth)
+                             lambda: c.txn_coordinator, auth, verifier=c.txn_verifier)
     rm.add_leadership_listener(c.groups)
     register_group_apis(broker.apis, c.groups)
     c.txn_coordinator = await start_transaction_coordinator(broker.config, broker.broker_id, broker.metadata, rm,
