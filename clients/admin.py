@@ -88,6 +88,19 @@ class ClusterInfo:
     topics: dict[str, TopicInfo]
 
 
+def _says_not_controller(body: Any, depth: int = 0) -> bool:
+    """Whether a response, or an entry of its result lists (two levels deep), is NOT_CONTROLLER (41)."""
+    if getattr(body, "error_code", 0) == 41:
+        return True
+    if depth >= 2:
+        return False
+    for name in getattr(body, "__slots__", ()):
+        value = getattr(body, name, None)
+        if isinstance(value, list) and any(_says_not_controller(v, depth + 1) for v in value):
+            return True
+    return False
+
+
 class WireClient:
     """Bootstrap, metadata and request routing (to leaders, coordinators, the controller)."""
 
@@ -269,11 +282,14 @@ class WireClient:
         return info.controller_id
 
     def call_controller(self, api_key: int, **fields: Any) -> Any:
-        """Send to the active controller, retrying once if it moved (NOT_CONTROLLER)."""
+        """Send to the active controller, again (with fresh metadata) while the answer says NOT_CONTROLLER:
+        at the top level, or per topic, partition or user as CreateTopics, DeleteTopics, CreatePartitions,
+        ElectLeaders and AlterUserScramCredentials say it. The controller moved (the Java admin client
+        retries these too)."""
         for attempt in range(5):
             node = self.controller()
             r = self.call(api_key, node=node, **fields)
-            if getattr(r, "error_code", 0) == 41 and attempt < 4:
+            if _says_not_controller(r) and attempt < 4:
                 time.sleep(0.5)
                 continue
             return r

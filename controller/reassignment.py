@@ -75,7 +75,7 @@ class ReassignmentManager:
         """AlterPartitionReassignments request body -> response body."""
         resp_t = response_type(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
         if not self._ctl._active:
-            return resp_t(error_code=ErrorCode.NOT_CONTROLLER, error_message="This broker is not the controller.")
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER, error_message="This is not the correct controller for this cluster.")
         wanted: dict[TopicPartition, list[int] | None] = {}
         for t in request.topics:
             for p in t.partitions:
@@ -91,7 +91,7 @@ class ReassignmentManager:
     async def handle_list_partition_reassignments(self, request: Struct) -> Struct:
         resp_t = response_type(ApiKey.LIST_PARTITION_REASSIGNMENTS)
         if not self._ctl._active:
-            return resp_t(error_code=ErrorCode.NOT_CONTROLLER, error_message="This broker is not the controller.")
+            return resp_t(error_code=ErrorCode.NOT_CONTROLLER, error_message="This is not the correct controller for this cluster.")
         tps = None if request.topics is None else [(t.name, p) for t in request.topics for p in t.partition_indexes]
         found = await self.list_partition_reassignments(tps)
         by_topic: dict[str, list[Struct]] = {}
