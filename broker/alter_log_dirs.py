@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from broker.partition import Partition
     from broker.replica_manager import ReplicaManager
     from config.registry import BrokerConfig
+    from storage.cleaner import LogCleaner
     from storage.log import PartitionLog
     from storage.log_manager import LogManager
 
@@ -69,8 +70,11 @@ class AlterLogDirsManager:
     """The moves in progress on this broker and the task that copies them."""
 
     def __init__(self, broker_id: int, log_manager: LogManager, replica_manager: Callable[[], ReplicaManager | None],
-                 config: Callable[[], BrokerConfig]) -> None:
+                 config: Callable[[], BrokerConfig], cleaner: Callable[[], LogCleaner | None] = lambda: None) -> None:
         self.log_manager = log_manager
+        # Cleaning of a partition is paused while it moves, as Kafka's ReplicaManager pauses it when it
+        # creates the future log and resumes it when the future log takes over (or the move ends).
+        self.cleaner = cleaner
         self.replica_manager = replica_manager  # built after this object (it is handed this one)
         self.config = config
         self.quota = ReplicationQuota(
@@ -146,6 +150,11 @@ class AlterLogDirsManager:
             loop = asyncio.get_running_loop()
             p.future_log = await loop.run_in_executor(None, lambda: lm.create_future_log(
                 topic, partition, log_dir, topic_id=p.topic_id, config=p.config))
+            cleaner = self.cleaner()
+            if cleaner is not None:
+                # Waits for a pass cleaning this partition to stop at its next segment.
+                await loop.run_in_executor(None, cleaner.abort_and_pause, topic, partition)
+                log.info("The cleaning for partition %s-%d is aborted and paused", topic, partition)
             log.info("moving %s-%d from %s to %s", topic, partition, lm.log_dir_of(topic, partition), log_dir)
         self._add(tp, p)
         return ErrorCode.NONE
@@ -155,6 +164,7 @@ class AlterLogDirsManager:
         async with self._round:
             self.moving.pop(tp, None)
             self.failed.discard(tp)
+            self._resume_cleaning(tp)
             rm = self.replica_manager()
             p = rm.partitions.get(tp) if rm is not None else None
             if p is not None:
@@ -176,6 +186,9 @@ class AlterLogDirsManager:
             p = rm.partitions.get(tp)
             if p is not None and tp not in self.moving and lm.get_future_log(*tp) is not None:
                 log.info("resuming the move of %s-%d to %s", tp[0], tp[1], lm.future_log_dir_of(*tp))
+                cleaner = self.cleaner()
+                if cleaner is not None:
+                    cleaner.abort_and_pause(*tp, timeout=0)  # a pass under way stops; the swap waits for it
                 self._add(tp, p)
 
     def stop_partition(self, tp: TP) -> None:
@@ -183,6 +196,13 @@ class AlterLogDirsManager:
         the replica is deleted)."""
         self.moving.pop(tp, None)
         self.failed.discard(tp)
+        self._resume_cleaning(tp)
+
+    def _resume_cleaning(self, tp: TP) -> None:
+        cleaner = self.cleaner()
+        if cleaner is not None and cleaner.is_paused(*tp):
+            cleaner.resume(*tp)
+            log.info("Cleaning for partition %s-%d is resumed", tp[0], tp[1])
 
     # ------------------------------------------------------------------------------------------------
     # Kafka's ReplicaAlterLogDirsManager metrics
@@ -240,6 +260,7 @@ class AlterLogDirsManager:
 
     def _drop(self, tp: TP) -> None:
         self.moving.pop(tp, None)
+        self._resume_cleaning(tp)
         rm = self.replica_manager()
         p = rm.partitions.get(tp) if rm is not None else None
         if p is not None:
@@ -264,6 +285,9 @@ class AlterLogDirsManager:
             return
         # What was appended during the round is copied here, on the loop, then the logs are swapped: no
         # append can come in between.
+        cleaner = self.cleaner()
+        if cleaner is not None and cleaner.is_cleaning(*tp):
+            return  # a pass that began before the pause is still rewriting the current log: swap later
         copied, reached_end = copy_round(current, future, max_bytes, False)
         self._copied(copied)
         if reached_end and future.log_end_offset == current.log_end_offset:
@@ -272,6 +296,7 @@ class AlterLogDirsManager:
             moved = lm.replace_current_with_future(*tp)
             p.replace_log_with_future(moved)
             self.moving.pop(tp, None)
+            self._resume_cleaning(tp)
             target = lm.log_dir_of(*tp)
             log.info("moved %s-%d to %s (log end offset %d)", tp[0], tp[1], target, moved.log_end_offset)
             if source is not None and target is not None:

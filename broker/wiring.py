@@ -122,7 +122,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
     c.isr_manager = IsrManager(broker.broker_id, broker.zk, broker.controller_listener, lambda: broker.broker_epoch,
                                lambda: broker.config, lambda: broker.replica_manager)
     c.log_dir_mover = AlterLogDirsManager(broker.broker_id, broker.log_manager, lambda: broker.replica_manager,
-                                          lambda: broker.config)
+                                          lambda: broker.config, lambda: broker.cleaner)
     rm = ReplicaManager(broker.broker_id, broker.config, broker.log_manager, broker.metadata, broker.topic_config,
                         isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers,
                         log_dir_mover=c.log_dir_mover)

@@ -204,6 +204,10 @@ class _TxnTracker:
         return not committed
 
 
+class CleaningAbortedError(Exception):
+    """Kafka's LogCleaningAbortedException: the pass stopped before its commit point."""
+
+
 class LogCleaner:
     def __init__(
         self,
@@ -232,6 +236,40 @@ class LogCleaner:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.last_stats: CleanStats | None = None
+        # Kafka's LogCleanerManager in-progress states, reduced to what the broker needs: partitions
+        # whose cleaning is paused (a replica moving between log dirs), and the one being cleaned.
+        self._state = threading.Condition()
+        self._paused: set[tuple[str, int]] = set()
+        self._cleaning: tuple[str, int] | None = None
+        self._abort: tuple[str, int] | None = None
+
+    # ================================================================================ pausing
+    def abort_and_pause(self, topic: str, partition: int, timeout: float | None = 60.0) -> None:
+        """Kafka's abortAndPauseCleaning: no cleaning of the partition until ``resume``; a pass cleaning
+        it now stops at its next segment and rolls back (what it had not committed). Blocks until then."""
+        tp = (topic, partition)
+        with self._state:
+            self._paused.add(tp)
+            if self._cleaning == tp:
+                self._abort = tp
+            self._state.wait_for(lambda: self._cleaning != tp, timeout)
+
+    def resume(self, topic: str, partition: int) -> None:
+        """Kafka's resumeCleaning."""
+        with self._state:
+            self._paused.discard((topic, partition))
+
+    def is_paused(self, topic: str, partition: int) -> bool:
+        with self._state:
+            return (topic, partition) in self._paused
+
+    def is_cleaning(self, topic: str, partition: int) -> bool:
+        with self._state:
+            return self._cleaning == (topic, partition)
+
+    def _check_abort(self, lg: PartitionLog) -> None:
+        if self._abort == (lg.topic, lg.partition):
+            raise CleaningAbortedError(f"the cleaning of {lg.topic}-{lg.partition} was aborted")
 
     # ================================================================================ choosing a log
     def cleanable_range(self, lg: PartitionLog, now: int) -> tuple[int, int]:
@@ -285,6 +323,8 @@ class LogCleaner:
         for lg in self._logs():
             if lg.is_offline or "compact" not in cleanup_policies(lg.config):
                 continue
+            if (lg.topic, lg.partition) in self._paused:
+                continue
             try:
                 ratio, dirty, _ = self.dirty_ratio(lg, t)
                 first_dirty, end = self.cleanable_range(lg, t)
@@ -301,11 +341,22 @@ class LogCleaner:
 
     # ================================================================================ cleaning
     def clean_once(self, now: int | None = None) -> CleanStats | None:
-        """Clean the filthiest log, if any is due; safe to call from a thread pool."""
-        lg = self.grab_filthiest_log(now)
-        if lg is None:
+        """Clean the filthiest log, if any is due; safe to call from a thread pool. None when none was
+        due, or the pass was aborted (``abort_and_pause``)."""
+        with self._state:
+            lg = self.grab_filthiest_log(now)
+            if lg is None:
+                return None
+            self._cleaning = (lg.topic, lg.partition)
+        try:
+            return self.clean(lg, now)
+        except CleaningAbortedError as e:
+            log.info("%s; the partition's cleaning is paused", e)
             return None
-        return self.clean(lg, now)
+        finally:
+            with self._state:
+                self._cleaning = self._abort = None
+                self._state.notify_all()
 
     def _map(self) -> OffsetMap:
         if self._offset_map is None:
@@ -341,6 +392,7 @@ class LogCleaner:
             tracker.cleaned_index = cleaned.txn_index
             try:
                 for seg in group:
+                    self._check_abort(lg)
                     self._clean_into(seg, cleaned, offset_map, end_offset, t, delete_retention, tracker,
                                      last_batch_of_producer, stats)
                 cleaned.on_become_inactive()
@@ -369,6 +421,7 @@ class LogCleaner:
                 break
             if seg.next_offset <= start:
                 continue
+            self._check_abort(lg)
             for h in seg.headers():
                 if h.next_offset <= start:
                     continue

@@ -255,6 +255,8 @@ def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Any
             # It advances while throttled: the lag shrinks.
             wait_until(lambda: (lambda f: f is not None and f.offset_lag < first.offset_lag)(future()), 30,
                        "the future replica catching up")
+            # The log cleaner leaves the partition alone while it moves (Kafka's abortAndPauseCleaning).
+            assert f"The cleaning for partition {topic}-0 is aborted and paused" in b0.log_text()
             # Kafka's ReplicaAlterLogDirsManager gauges show the move.
             mover = scrape(b0.metrics_url)
             assert 0 < mover[("kafka_server_replicaalterlogdirsmanager_maxlag", ALD_CLIENT)] <= 3000
@@ -281,6 +283,7 @@ def test_describe_log_dirs_shows_the_future_replica_while_it_copies(cluster: Any
         assert [v.split(b":")[0] for v in values] == [str(i).encode() for i in range(3000)]
         assert_files_moved(source, target, topic, 0)
         assert scrape(b0.metrics_url)[("kafka_server_replicaalterlogdirsmanager_maxlag", ALD_CLIENT)] == 0
+        wait_until(lambda: f"Cleaning for partition {topic}-0 is resumed" in b0.log_text(), 30, "cleaning resumed")
 
 
 @pytest.mark.slow  # about 11 s: make test keeps the other moves

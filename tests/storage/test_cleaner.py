@@ -322,3 +322,62 @@ def test_aborted_data_whose_marker_is_past_the_cleaned_range_is_dropped(log_dir)
     [aborted] = lg.collect_aborted_transactions(0, lg.log_end_offset)
     assert (aborted.producer_id, aborted.first_offset) == (6, 1)
     lg.close()
+
+
+def _dirty_compacted_log(log_dir, now):
+    rnd = random.Random(7)
+    lg = PartitionLog(log_dir, compact_config(), clock=lambda: now[0])
+    for i in range(300):
+        lg.append(batch([(b"key-%d" % rnd.randrange(20), b"value-%d" % i, NOW - 5000 + i)]), leader_epoch=1)
+    lg.high_watermark = lg.log_end_offset
+    return lg
+
+
+def test_a_paused_partition_is_not_cleaned_until_resumed(log_dir):
+    # Kafka's abortAndPauseCleaning / resumeCleaning: what a replica moving between log dirs gets.
+    now = [NOW]
+    lg = _dirty_compacted_log(log_dir, now)
+    before = records_of(lg)
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0], dedupe_buffer_size=1 << 16)
+    cleaner.abort_and_pause(lg.topic, lg.partition)
+    assert cleaner.is_paused(lg.topic, lg.partition)
+    assert cleaner.grab_filthiest_log() is None and cleaner.clean_once() is None
+    assert records_of(lg) == before
+    cleaner.resume(lg.topic, lg.partition)
+    stats = cleaner.clean_once()
+    assert stats is not None and stats.segments_cleaned > 1 and len(records_of(lg)) < len(before)
+    lg.close()
+
+
+def test_a_pass_under_way_stops_at_the_next_segment_and_rolls_back(log_dir):
+    now = [NOW]
+    lg = _dirty_compacted_log(log_dir, now)
+    before = records_of(lg)
+    segments_before = [s.base_offset for s in lg.segments]
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0], dedupe_buffer_size=1 << 16)
+    clean_into = cleaner._clean_into
+    calls = []
+
+    def pause_midway(*args, **kwargs):
+        # The request to pause arrives while the pass rewrites its first segment (a move began).
+        if not calls:
+            cleaner.abort_and_pause(lg.topic, lg.partition, timeout=0)
+        calls.append(1)
+        return clean_into(*args, **kwargs)
+
+    cleaner._clean_into = pause_midway
+    assert cleaner.clean_once() is None  # aborted
+    assert len(calls) == 1, "the pass stops before the next segment"
+    assert not [n for n in os.listdir(log_dir) if n.endswith(".cleaned")], "the partial output is rolled back"
+    # Groups already swapped in stay (each group is its own commit, as in Kafka); nothing else changed,
+    # and the cleaner offset did not move, so the next pass redoes the range.
+    after = records_of(lg)
+    orig = {r[0]: r for r in before}
+    assert all(orig[r[0]] == r for r in after) and latest_by_key(after) == latest_by_key(before)
+    assert [s.base_offset for s in lg.segments][-1] == segments_before[-1]
+    assert cleaner.checkpoints.get(lg) == 0
+    assert cleaner.is_paused(lg.topic, lg.partition) and not cleaner.is_cleaning(lg.topic, lg.partition)
+    assert cleaner.clean_once() is None
+    cleaner.resume(lg.topic, lg.partition)
+    assert cleaner.clean_once() is not None
+    lg.close()
