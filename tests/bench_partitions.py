@@ -283,6 +283,16 @@ def settled_rss_mib(pid: int, timeout: float = 30.0) -> float:
     return samples[-1]
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process has used: on a shared machine, the
+    figure that does not depend on what else runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -449,10 +459,12 @@ def one_run(kind: type[Kafkette] | type[ApacheKafka], run: int) -> dict[str, Any
     r: dict[str, Any] = {}
     try:
         r["rss_idle"] = settled_rss_mib(subject.pid)
+        c0 = cpu_s(subject.pid)
         t0 = time.monotonic()
         create_topic(subject.bootstrap, topic, PARTITIONS, 1)
         poll(lambda: all_led(subject.bootstrap, topic, PARTITIONS), LONG, "every partition led after create")
         r["create"] = time.monotonic() - t0
+        r["create_cpu"] = cpu_s(subject.pid) - c0
         r["rss_full"] = settled_rss_mib(subject.pid)
         r["rss_per_partition_kib"] = (r["rss_full"] - r["rss_idle"]) * 1024 / PARTITIONS
         r["fds"] = open_fds(subject.pid)
@@ -466,6 +478,7 @@ def one_run(kind: type[Kafkette] | type[ApacheKafka], run: int) -> dict[str, Any
         subject.start()
         poll(lambda: all_led(subject.bootstrap, topic, PARTITIONS), LONG, "every partition led after a clean restart")
         r["restart_clean"] = time.monotonic() - t0
+        r["restart_clean_cpu"] = cpu_s(subject.pid)  # a new process: all it used until every partition was led
         if isinstance(subject, Kafkette):
             r["phases"] = kafkette_phases(subject.log_text()[mark:], time.time())
         _check_data(subject.bootstrap, topic, PARTITIONS, "after a clean restart")
@@ -479,14 +492,17 @@ def one_run(kind: type[Kafkette] | type[ApacheKafka], run: int) -> dict[str, Any
         poll(lambda: all_led(subject.bootstrap, topic, PARTITIONS), LONG, "every partition led after SIGKILL")
         r["restart_kill"] = time.monotonic() - started
         r["kill_to_led"] = time.monotonic() - killed
+        r["restart_kill_cpu"] = cpu_s(subject.pid)
         _check_data(subject.bootstrap, topic, PARTITIONS, "after SIGKILL")
     finally:
         subject.close()
-    print(f"run {run} {subject.name:>12}: idle RSS {r['rss_idle']:.0f} MiB, create {r['create']:.1f} s, "
+    print(f"run {run} {subject.name:>12}: idle RSS {r['rss_idle']:.0f} MiB, create {r['create']:.1f} s "
+          f"({r['create_cpu']:.1f} CPU s), "
           f"RSS {r['rss_full']:.0f} MiB ({r['rss_per_partition_kib']:.1f} KiB/partition), "
           f"Metadata median {r['md_median'] * 1000:.1f} ms p99 {r['md_p99'] * 1000:.1f} ms, "
-          f"restart clean {r['restart_clean']:.1f} s, after SIGKILL {r['restart_kill']:.1f} s "
-          f"(kill to all led {r['kill_to_led']:.1f} s), descriptors {r['fds']} / {r['fds_restarted']} "
+          f"restart clean {r['restart_clean']:.1f} s ({r['restart_clean_cpu']:.1f} CPU s), after SIGKILL "
+          f"{r['restart_kill']:.1f} s ({r['restart_kill_cpu']:.1f} CPU s; kill to all led {r['kill_to_led']:.1f} s), "
+          f"descriptors {r['fds']} / {r['fds_restarted']} "
           f"after restart, RSS after restart {r['rss_restarted']:.0f} MiB", flush=True)
     if r.get("phases"):
         print("    restart phases (broker log): " + ", ".join(f"{n} {s:.1f}s" for n, s in r["phases"]), flush=True)
@@ -533,10 +549,12 @@ def cluster_runs() -> dict[str, float]:
              "every partition led after a broker's SIGKILL restart")
         out["restart_kill"] = time.monotonic() - started
         out["kill_to_led"] = time.monotonic() - killed
+        assert victim.process is not None
+        out["restart_kill_cpu"] = cpu_s(victim.process.pid)
         _check_data(boot, topic, n, "after a broker's SIGKILL restart")
         print(f"  broker {victim.broker_id} (not the controller; it led {len(theirs)}) SIGKILLed and started at "
               f"once: all led {out['restart_kill']:.1f} s after its start ({out['kill_to_led']:.1f} s after the "
-              f"kill)", flush=True)
+              f"kill; {out['restart_kill_cpu']:.1f} CPU s in the restarted broker)", flush=True)
 
         before = cluster_view(boot, topic)
         controller = before.controller
@@ -550,15 +568,18 @@ def cluster_runs() -> dict[str, float]:
                 return False
             return len(v.leaders) == n and all((v.leaders[p] < 0) == (p in led_by_dead) for p in v.leaders)
 
+        pids = {b.broker_id: b.process.pid for b in cluster.brokers if b is not dead and b.process is not None}
+        cpu_before = {i: cpu_s(pid) for i, pid in pids.items()}
         dead.kill()
         killed = time.monotonic()
         poll(handled, LONG, "a new controller took over")
         out["failover"] = time.monotonic() - killed
         new_controller = cluster_view(survivors[0], topic).controller
+        out["failover_cpu"] = cpu_s(pids[new_controller]) - cpu_before[new_controller]
         print(f"  controller {controller} SIGKILLed (it led {len(led_by_dead)} partitions): broker "
               f"{new_controller} controller and those partitions offline, the rest led, "
-              f"{out['failover']:.1f} s after the kill (zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})",
-              flush=True)
+              f"{out['failover']:.1f} s after the kill (zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}; "
+              f"{out['failover_cpu']:.1f} CPU s in the new controller's broker meanwhile)", flush=True)
         dead.start(wait=False)
         poll(lambda: all_led(boot, topic, n), LONG, "every partition led once the old controller is back")
         _check_data(boot, topic, n, "after the controller's SIGKILL restart")
@@ -595,12 +616,15 @@ def main() -> int:
 
     ours = results["kafkette"]
     theirs = results.get("Apache Kafka", [])
-    rows = [("create until all led (s)", "create", 1.0), ("idle broker RSS (MiB)", "rss_idle", 1.0),
+    rows = [("create until all led (s)", "create", 1.0), ("  broker CPU for it (s)", "create_cpu", 1.0),
+            ("idle broker RSS (MiB)", "rss_idle", 1.0),
             ("RSS per idle partition (KiB)", "rss_per_partition_kib", 1.0),
             ("Metadata all topics, median (ms)", "md_median", 1000.0),
             ("Metadata all topics, p99 (ms)", "md_p99", 1000.0),
             ("restart after clean stop (s)", "restart_clean", 1.0),
+            ("  broker CPU until all led (s)", "restart_clean_cpu", 1.0),
             ("restart after SIGKILL, from start (s)", "restart_kill", 1.0),
+            ("  broker CPU until all led (s)", "restart_kill_cpu", 1.0),
             ("SIGKILL to all led (s)", "kill_to_led", 1.0)]
     print(f"\nmedians of {RUNS} run(s), {PARTITIONS} partitions; ratio = Apache Kafka / kafkette "
           "(above 1: kafkette faster or smaller)")
