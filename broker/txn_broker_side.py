@@ -139,7 +139,7 @@ class TxnLeadershipListener:
             if topic == TXN_TOPIC:
                 p = self.replica_manager.partitions.get((topic, partition))
                 if p is not None:
-                    self.coordinator._spawn(self.coordinator.load_partition(partition, p.leader_epoch))
+                    self.coordinator.start_loading(partition, p.leader_epoch)
         for topic, partition, _leader in became_follower:
             if topic == TXN_TOPIC:
                 self.coordinator.unload_partition(partition)

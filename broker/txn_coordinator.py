@@ -20,7 +20,8 @@ acknowledged, or the coordinator lost the partition), then CompleteCommit/Comple
 
 A coordinator that becomes leader of a ``__transaction_state`` partition loads it from the log and
 finishes every transaction found in PrepareCommit/PrepareAbort (the markers are written again: a
-duplicate marker is harmless). Losing leadership drops the partition's state and its marker work.
+duplicate marker is harmless); a new leader epoch while it stays the leader changes nothing. Losing
+leadership drops the partition's state and its marker work.
 
 Timeouts: an Ongoing transaction older than its ``transaction.timeout.ms`` is aborted by a periodic
 check (``transaction.abort.timed.out.transaction.cleanup.interval.ms``): the producer epoch is bumped
@@ -411,15 +412,27 @@ class TransactionCoordinator:
     def metadata(self, transactional_id: str) -> TxnMetadata | None:
         return self._state(transactional_id)[2]
 
+    def start_loading(self, partition: int, coordinator_epoch: int) -> asyncio.Task[Any] | None:
+        """This broker leads ``partition`` (a LeaderAndIsr named it leader): unless it already did, claim
+        the partition now and read it in a task (returned). Called as the LeaderAndIsr is applied, so that
+        "already" is decided in the order leaderships change: an unload in between (it became a follower)
+        has removed the claim, and a later leadership loads afresh at its own epoch."""
+        if partition in self._cache or partition in self._loading:
+            # Still its leader: a new leader epoch without a new leader (the controller changed the ISR)
+            # keeps the state and the coordinator epoch of the election, as Kafka's coordinator is told
+            # only of new leaderships. Reloading would drop what only memory holds (the epoch a KIP-360
+            # retry of InitProducerId may name, in-flight requests, marker work) for nothing.
+            return None
+        self._loading[partition] = coordinator_epoch
+        return self._spawn(self._load(partition, coordinator_epoch))
+
     async def load_partition(self, partition: int, coordinator_epoch: int) -> None:
         """Become coordinator of ``partition``: read its log, then finish transactions left in Prepare*."""
-        current = self._cache.get(partition)
-        if current is not None and current.coordinator_epoch == coordinator_epoch:
-            return
-        if self._loading.get(partition) == coordinator_epoch:
-            return
-        self._drop_partition(partition)
-        self._loading[partition] = coordinator_epoch
+        task = self.start_loading(partition, coordinator_epoch)
+        if task is not None:
+            await task
+
+    async def _load(self, partition: int, coordinator_epoch: int) -> None:
         log.info("loading transaction state of %s-%d at coordinator epoch %d", TXN_TOPIC, partition, coordinator_epoch)
         started = time.monotonic()
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kafka import KafkaConsumer
 
 from protocol.api_versions import ApiKey
@@ -196,3 +197,51 @@ def _offsets_or_none(bootstrap: str, topic: str, partition: int) -> tuple[int, i
         # StopIteration: the partition still names the dead broker as leader while the broker list no
         # longer has it (its ZooKeeper registration is gone, the controller has not elected yet).
         return None
+
+
+@pytest.mark.slow
+def test_coordinator_keeps_its_state_when_a_follower_of_its_partition_dies(cluster_factory: Any) -> None:
+    """A follower of the coordinator's ``__transaction_state`` partition dies: the controller takes it out
+    of the ISR with a new leader epoch, and the coordinator (still the leader) keeps what it has in memory,
+    as Kafka's, which loads a partition only when it becomes its leader. KIP-360: an InitProducerId retried
+    with the epoch it replaced (its answer lost) is given the same new epoch again, from memory (the log
+    does not keep the previous epoch)."""
+    from broker.txn_log_format import partition_for
+    from tests.cluster.helpers import ZkView
+
+    # Followers are not dropped for lagging: the controller takes the dead broker out of the ISR.
+    cluster = cluster_factory(3, overrides=dict(FAILOVER_OVERRIDES, **{"replica.lag.time.max.ms": "60000"}))
+    bs = cluster.bootstrap
+    t = initialized_txn(bs, unique("fo-keep-txn"))
+    try:
+        pid, first = t.pid, t.epoch
+        assert t.init(expected=(pid, first)).error_code == E.NONE and t.epoch == first + 1
+        txn_partition = partition_for(t.txn_id, 5)
+        with RawClient(bs) as raw:
+            controller = raw.request(ApiKey.METADATA, 12, topics=[], allow_auto_topic_creation=False,
+                                     include_topic_authorized_operations=False).controller_id
+        # Not the controller either: a new controller does not take dead brokers out of ISRs at failover.
+        dead = next(b for b in range(3) if b not in (t.coordinator_id, controller))
+        with ZkView(cluster) as zk:
+            before = zk.state("__transaction_state", txn_partition)
+            assert before is not None and dead in before.isr
+            cluster.brokers[dead].kill()
+            after = wait_until(lambda: (s := zk.state("__transaction_state", txn_partition)) is not None
+                               and dead not in s.isr and s, 60, "the dead follower out of the ISR")
+        assert after.leader == t.coordinator_id and after.leader_epoch > before.leader_epoch
+        coordinator = cluster.brokers[t.coordinator_id].bootstrap
+
+        def applied() -> bool:  # the coordinator has the new leader epoch (UpdateMetadata follows LeaderAndIsr)
+            from tests.integration.helpers import _metadata_topic
+
+            with RawClient(coordinator) as raw:
+                md = raw.request(ApiKey.METADATA, 12, topics=[_metadata_topic("__transaction_state")],
+                                 allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+            return any(p.leader_epoch == after.leader_epoch for tp in md.topics for p in tp.partitions
+                       if p.partition_index == txn_partition)
+
+        wait_until(applied, 30, "the new leader epoch at the coordinator")
+        again = t.init(expected=(pid, first))
+        assert (E(again.error_code), again.producer_id, again.producer_epoch) == (E.NONE, pid, first + 1)
+    finally:
+        t.close()
