@@ -185,10 +185,13 @@ class _Index:
         self.resize(max(self.max_index_size, self._entries * self.ENTRY_SIZE))
 
     def reset(self) -> None:
+        """No entries, full size (recovery rebuilds the index). As Kafka's AbstractIndex.reset, the old
+        bytes stay in the file: nothing reads past ``entries``, appends overwrite them, and trimming cuts
+        the rest. Zeroing them took two ftruncates per index, four per segment recovered after a crash
+        (most of the time of a restart after SIGKILL with 10,000 partitions)."""
         self._load()
         self._entries = 0
         self._reset_last()
-        self.resize(0)
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
