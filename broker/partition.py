@@ -96,11 +96,14 @@ class Partition:
 
     def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
                     controller_epoch: int, *, write_epoch_checkpoint: bool = True) -> bool:
-        """Become leader (LeaderAndIsr). Returns False if the request's epoch is stale.
+        """Become leader (LeaderAndIsr). Returns False if the request's leader or partition epoch is stale.
 
         ``write_epoch_checkpoint=False``: the caller writes the leader-epoch-checkpoint afterwards, for many
         partitions at once (ReplicaManager.checkpoint_leader_epochs)."""
-        if leader_epoch < self.leader_epoch:
+        if leader_epoch < self.leader_epoch or partition_epoch < self.partition_epoch:
+            # An older partition epoch: AlterPartition already gave us a newer state (Kafka's "the leader is
+            # already at a newer partition epoch"). Applying it would put back an ISR ZooKeeper no longer
+            # has, and every AlterPartition from it would be refused with INVALID_UPDATE_VERSION.
             return False
         new_epoch = leader_epoch != self.leader_epoch or not self.is_leader
         self.leader_id = self.broker_id
@@ -123,8 +126,8 @@ class Partition:
 
     def make_follower(self, leader_id: int, leader_epoch: int, isr: list[int], replicas: list[int],
                       partition_epoch: int, controller_epoch: int) -> bool:
-        if leader_epoch < self.leader_epoch:
-            return False
+        if leader_epoch < self.leader_epoch or partition_epoch < self.partition_epoch:
+            return False  # stale (see make_leader)
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.isr = set(isr)

@@ -216,6 +216,10 @@ class ReplicaManager:
                     continue
                 try:
                     p = self.get_or_create_partition(ts.topic_name, ps.partition_index, ts.topic_id)
+                    # Kafka's ReplicaManager refuses an older leader epoch (STALE_CONTROLLER_EPOCH); an
+                    # older partition epoch at the same leader epoch is skipped without an error
+                    # (Partition.makeLeader/makeFollower: "already at a newer partition epoch").
+                    stale_leader_epoch = ps.leader_epoch < p.leader_epoch
                     if ps.leader == self.broker_id:
                         ok = p.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch,
                                            ps.controller_epoch, write_epoch_checkpoint=False)
@@ -226,8 +230,13 @@ class ReplicaManager:
                                              ps.partition_epoch, ps.controller_epoch)
                         if ok:
                             became_follower.append((ts.topic_name, ps.partition_index, ps.leader))
-                    if not ok:
+                    if not ok and stale_leader_epoch:
                         code = ErrorCode.STALE_CONTROLLER_EPOCH
+                    elif not ok:
+                        log.info("Skipped the become-%s state change for %s-%d with partition epoch %d since "
+                                 "the replica is already at a newer partition epoch %d",
+                                 "leader" if ps.leader == self.broker_id else "follower", ts.topic_name,
+                                 ps.partition_index, ps.partition_epoch, p.partition_epoch)
                 except Exception as e:  # a storage failure costs this partition, not the request
                     log.error("LeaderAndIsr for %s-%d failed: %s", ts.topic_name, ps.partition_index, e)
                     code = ErrorCode.KAFKA_STORAGE_ERROR
