@@ -174,8 +174,13 @@ def _topic_led_by(bootstrap: str, leaders: list[int], all_brokers: list[int]) ->
     assignment = {i: [b, *[x for x in all_brokers if x != b]] for i, b in enumerate(leaders)}
     with WireClient(bootstrap) as admin:
         admin.create_topic(topic, assignment=assignment)
-    with RawClient(bootstrap) as raw:
-        wait_until(lambda: raw.leaders(topic) == len(leaders), 30, f"leaders of {topic}")
+        brokers = admin.refresh([]).brokers
+        addresses = [f"{brokers[b].host}:{brokers[b].port}" for b in all_brokers]
+    # Every broker, the transaction coordinator's included, must know the topic: AddPartitionsToTxn
+    # answers UNKNOWN_TOPIC_OR_PARTITION for a topic missing from the coordinator's metadata cache.
+    for address in addresses:
+        with RawClient(address) as raw:
+            wait_until(lambda raw=raw: raw.leaders(topic) == len(leaders), 30, f"leaders of {topic} at {address}")
     return topic
 
 
