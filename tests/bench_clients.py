@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tests import bench_util as bu
+from tests import benchmark_clients_support as bu
 
 RECORD_SIZE = 100
 SYSTEMS = ("kafkette", "kafka")

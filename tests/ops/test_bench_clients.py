@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import bench_clients as bc
-from tests import bench_util as bu
+from tests import benchmark_clients_support as bu
 from tests.ops.helpers import unique
 
 RECORDS = 3000

@@ -1,9 +1,7 @@
 """Helpers shared by the side-by-side benchmarks: broker CPU seconds from /proc, Kafka's own performance
 tools (ProducerPerformance, ConsumerPerformance, EndToEndLatency from the 3.9.1 jars) and the parsing
-of what they print, topic creation that waits for full ISRs, medians and ratios.
-
-``make bench`` runs every ``tests/bench_*.py`` module's ``main()``; this one's only says that it has
-no benchmark of its own.
+of what they print, topic creation that waits for full ISRs, medians and ratios. Not named
+``bench_*``: ``make bench`` runs every such module as a benchmark.
 """
 
 from __future__ import annotations
@@ -194,8 +192,3 @@ def ratio(a: float, b: float) -> float:
 
 def per_million(cpu: float, records: int) -> float:
     return cpu / records * 1e6 if records else math.nan
-
-
-def main() -> int:
-    print("bench_util: helpers for the other benchmarks, nothing to measure on its own")
-    return 0
