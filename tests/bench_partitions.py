@@ -26,7 +26,8 @@ they are marked offline (leader -1) everywhere and every other partition keeps i
 Targets: Metadata for all topics under 100 ms, restart to all led under 10 s, controller failover
 under 5 s beyond the session timeout. Descriptors at idle are counted too (kafkette: at most 1.2 per
 partition plus connections). ``KAFKETTE_BENCH_QUICK=1`` uses 1,000 and 3,000 partitions and one
-run of each (and says so). ``KAFKETTE_BENCH_KAFKA=0`` leaves out Apache Kafka. ``KAFKETTE_PROFILE=path``
+run of each (and says so). ``KAFKETTE_BENCH_KAFKA=0`` leaves out Apache Kafka, ``KAFKETTE_BENCH_RUNS=0``
+the single broker. ``KAFKETTE_PROFILE=path``
 profiles the kafkette brokers with cProfile (each writes the stats when it exits cleanly, so the
 file holds the last one that did). Run: ``python -m tests.bench partitions``.
 """
@@ -78,15 +79,28 @@ COMMON = {"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), "auto.leader.
 # Wire helpers (raw protocol, so the same bytes go to both brokers; also used by
 # tests/integration/test_many_partitions.py)
 
+# Partitions one CreateTopics or CreatePartitions may add (kafkette refuses more, as KRaft does).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int, timeout: float = LONG) -> None:
-    """CreateTopics to the controller (a ZooKeeper-mode broker that is not answers NOT_CONTROLLER)."""
+    """CreateTopics to the controller (a ZooKeeper-mode broker that is not answers NOT_CONTROLLER); beyond
+    10,000 partitions, CreatePartitions adds the rest 10,000 at a time."""
     v = cluster_view(bootstrap, topic)
     mt = request_type(ApiKey.CREATE_TOPICS)
+    first = min(partitions, MAX_PARTITIONS_PER_REQUEST)
     with RawClient(v.brokers[v.controller], timeout=timeout) as raw:
         r = raw.request(ApiKey.CREATE_TOPICS, 5, topics=[mt.CreatableTopic(
-            name=topic, num_partitions=partitions, replication_factor=replication, assignments=[], configs=[])],
+            name=topic, num_partitions=first, replication_factor=replication, assignments=[], configs=[])],
             timeout_ms=int(timeout * 1000), validate_only=False)
-    assert r.topics[0].error_code == 0, r.topics[0]
+        assert r.topics[0].error_code == 0, r.topics[0]
+        cp = request_type(ApiKey.CREATE_PARTITIONS)
+        count = first
+        while count < partitions:
+            count = min(partitions, count + MAX_PARTITIONS_PER_REQUEST)
+            r = raw.request(ApiKey.CREATE_PARTITIONS, 3, timeout_ms=int(timeout * 1000), validate_only=False,
+                            topics=[cp.CreatePartitionsTopic(name=topic, count=count, assignments=None)])
+            assert r.results[0].error_code == 0, r.results[0]
 
 
 class View(NamedTuple):
@@ -613,7 +627,23 @@ def main() -> int:
         order = kinds if run % 2 else list(reversed(kinds))
         for kind in order:
             results[kind.name].append(one_run(kind, run))
+    if RUNS > 0:
+        single_broker_summary(results)
+    if CLUSTER_PARTITIONS:
+        print()
+        c = cluster_runs()
+        beyond = c["failover"] - SESSION_TIMEOUT_MS / 1000
+        print(f"targets (3 brokers): Metadata p99 < {METADATA_GOAL_S * 1000:.0f} ms: "
+              f"{_met(c['md_p99'] < METADATA_GOAL_S)}; broker restart after SIGKILL < {RESTART_GOAL_S:.0f} s: "
+              f"{_met(c['restart_kill'] < RESTART_GOAL_S)}; controller failover {beyond:.1f} s beyond the "
+              f"{SESSION_TIMEOUT_MS / 1000:.0f} s session timeout, goal < {FAILOVER_GOAL_BEYOND_SESSION_S:.0f} s: "
+              f"{_met(beyond < FAILOVER_GOAL_BEYOND_SESSION_S)}")
+    with contextlib.suppress(OSError):
+        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    return 0
 
+
+def single_broker_summary(results: dict[str, list[dict[str, Any]]]) -> None:
     ours = results["kafkette"]
     theirs = results.get("Apache Kafka", [])
     rows = [("create until all led (s)", "create", 1.0), ("  broker CPU for it (s)", "create_cpu", 1.0),
@@ -642,19 +672,6 @@ def main() -> int:
           f"(median {md * 1000:.1f}); restart < {RESTART_GOAL_S:.0f} s clean: {_met(clean < RESTART_GOAL_S)}, "
           f"after SIGKILL: {_met(kill < RESTART_GOAL_S)}; descriptors <= {FDS_PER_PARTITION_GOAL} per partition "
           f"+ connections: {_met(fds <= FDS_PER_PARTITION_GOAL)} ({fds:.2f})", flush=True)
-
-    if CLUSTER_PARTITIONS:
-        print()
-        c = cluster_runs()
-        beyond = c["failover"] - SESSION_TIMEOUT_MS / 1000
-        print(f"targets (3 brokers): Metadata p99 < {METADATA_GOAL_S * 1000:.0f} ms: "
-              f"{_met(c['md_p99'] < METADATA_GOAL_S)}; broker restart after SIGKILL < {RESTART_GOAL_S:.0f} s: "
-              f"{_met(c['restart_kill'] < RESTART_GOAL_S)}; controller failover {beyond:.1f} s beyond the "
-              f"{SESSION_TIMEOUT_MS / 1000:.0f} s session timeout, goal < {FAILOVER_GOAL_BEYOND_SESSION_S:.0f} s: "
-              f"{_met(beyond < FAILOVER_GOAL_BEYOND_SESSION_S)}")
-    with contextlib.suppress(OSError):
-        print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
-    return 0
 
 
 if __name__ == "__main__":
