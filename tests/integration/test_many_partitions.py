@@ -25,6 +25,10 @@ def _run_restarts(cluster: Any, fleet: pf.Fleet, broker_index: int, plan: list[t
     for how, limit in plan:
         mark = len(broker.log_text())
         pf.restart(broker, how, limit, timeout=timeout)
+        # Registered and known to the controller: with replicas elsewhere the checks below can pass
+        # while a killed broker still waits for its old session to expire, and the next stop would
+        # then interrupt that wait (exit status 1).
+        broker.wait_ready(timeout)
         pf.check_after_restart(cluster.bootstrap, fleet, timeout)
         if every_partition:
             _check_every_partition(cluster.bootstrap, fleet, f"after a {how} restart (limit {limit})")
