@@ -25,6 +25,7 @@ from typing import Any
 from broker.config_changes import ConfigChangeListener
 from broker.connection import Connection, ConnectionStats, limited_log
 from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
+from broker.heap import freeze_after_many_logs
 from broker.kafka_apis import KafkaApis
 from broker.listeners import Endpoint, inter_broker_and_control_plane, parse_listeners, parse_protocol_map
 from broker.log_dir_failure import LogDirFailureHandler
@@ -178,7 +179,7 @@ class Broker:
             retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
             flush_offset_checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"),
             flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"),
-            recovery_threads=cfg.get("num.recovery.threads.per.data.dir"))
+            recovery_threads=cfg.get("num.recovery.threads.per.data.dir"), after_many_logs=freeze_after_many_logs)
         await self.loop.run_in_executor(None, self.log_manager.startup)  # type: ignore[union-attr]
         if cfg.get("log.cleaner.enable"):
             from storage.cleaner import LogCleaner

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -99,19 +98,6 @@ def run_batch(fn: Callable[[Any], None], items: Sequence[Any], *,
         return list(pool.map(one, items))
 
 
-# Logs loaded or created in one go from which on the cyclic collector leaves the heap alone (gc.freeze).
-FREEZE_AFTER_LOGS = 1_000
-
-
-def _freeze_long_lived(logs: int) -> None:
-    """After loading or creating many logs, move every object alive now out of the cyclic collector's
-    reach (gc.freeze). Logs live as long as the broker; with 10,000 of them each full collection walked
-    their objects for about 330 ms with the event loop stopped, one every twenty Metadata requests for
-    all topics (p99 343 ms; 43 ms frozen). Objects freed by reference counting still go at once."""
-    if logs >= FREEZE_AFTER_LOGS:
-        gc.freeze()
-
-
 class InconsistentClusterIdError(Exception):
     """meta.properties names another cluster than the one this broker joined."""
 
@@ -176,6 +162,7 @@ class LogManager:
         flush_offset_checkpoint_interval_ms: int = 60_000,
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
         recovery_threads: int = LOAD_THREADS,
+        after_many_logs: Callable[[int], None] | None = None,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.broker_id = broker_id
@@ -188,6 +175,9 @@ class LogManager:
         self.flush_offset_checkpoint_interval_ms = flush_offset_checkpoint_interval_ms
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.recovery_threads = max(1, recovery_threads)
+        # Told how many logs were loaded at start-up, or created in one batch: the process decides what
+        # to do about a heap that just grew by that many long-lived objects (broker/heap.py).
+        self.after_many_logs = after_many_logs
         self.offline_dirs: set[str] = set()
         self.had_clean_shutdown: dict[str, bool] = {}
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -292,7 +282,8 @@ class LogManager:
         if not self.online_dirs:
             raise KafkaStorageError("no log directory is online")
         self._started = True
-        _freeze_long_lived(len(self._logs))
+        if self.after_many_logs is not None:
+            self.after_many_logs(len(self._logs))
         log.info("loaded %d logs in %d ms", len(self._logs), (time.monotonic() - started) * 1000)
 
     def _check_meta_properties(self, d: str) -> None:
@@ -561,7 +552,8 @@ class LogManager:
                     continue
                 self._logs[tp] = lg
                 self._dir_of[tp] = d
-        _freeze_long_lived(len(made))
+        if self.after_many_logs is not None:
+            self.after_many_logs(len(made))
         return failed
 
     def delete_log(self, topic: str, partition: int) -> None:
