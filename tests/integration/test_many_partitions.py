@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.bench_partitions import produce_one_each, read_all, value_of
 from tests.integration import partition_fleet as pf
 from tests.integration.helpers import unique, wait_until
+from tests.integration.partition_records import produce_one_each, read_all, value_of
 
 FAST = {"zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "1",
         "auto.leader.rebalance.enable": "false"}
