@@ -48,7 +48,7 @@ from broker.request_authorization import (
     TOPIC_AUTHORIZATION_FAILED_MESSAGE,
     RequestAuthorizer,
 )
-from config.registry import REGISTRY, ConfigError, LogConfig, format_value
+from config.registry import REGISTRY, ConfigError, ConfigSource, LogConfig, format_value
 from controller import zk_data as zd
 from controller.assignment import (
     AssignmentError,
@@ -624,6 +624,44 @@ class AdminHandlers:
             out.append(entry)
         return out
 
+    async def _describe_cluster_defaults(self, names: list[str] | None, synonyms: bool,
+                                         documentation: bool) -> list[Any]:
+        """The cluster-wide dynamic broker defaults (resource name ""): only the configs set there, as
+        Kafka answers with currentDynamicDefaultConfigs. Read from ZooKeeper's /config/brokers/<default>
+        rather than this broker's copy, so a default set through another broker shows at once, before its
+        change notification arrives (the same read-your-writes as topic configs)."""
+        cfg = self.configs.config
+        try:
+            defaults = await self.zk_call(self.zk.get_entity_config, "brokers", "<default>")
+        except Exception as e:  # ZooKeeper unreachable: this broker's copy is the best answer left
+            log.warning("reading the cluster-wide broker defaults from ZooKeeper failed (%s); answering from "
+                        "the cache", e)
+            defaults = {n: format_value(n, cfg.get(n)) for n, d in REGISTRY.items()
+                        if d.broker and cfg.source_of(n) is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
+        out = []
+        for name, value in sorted(defaults.items()):
+            d = REGISTRY.get(name)
+            if d is None or not d.broker or (names is not None and name not in names):
+                continue
+            entry = _DC.DescribeConfigsResourceResult(
+                name=name, value=None if d.sensitive else value,
+                read_only=d.update_mode is None or d.update_mode.name == "READ_ONLY",
+                config_source=int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), is_sensitive=d.sensitive,
+                config_type=int(d.type), documentation=d.doc if documentation else None)
+            if synonyms:
+                # Kafka leaves the per-broker layer out of the default's synonyms; the default itself
+                # comes from ZooKeeper, the static file and the built-in default from this broker.
+                below = [x for x in cfg.synonyms(name) if x.source not in (
+                    ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+                entry.synonyms = [_DC.DescribeConfigsSynonym(
+                    name=name, value=None if d.sensitive else value,
+                    source=int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))] + [
+                    _DC.DescribeConfigsSynonym(name=x.name,
+                                               value=None if d.sensitive else format_value(x.name, x.value),
+                                               source=int(x.source)) for x in below]
+            out.append(entry)
+        return out
+
     async def describe_configs(self, conn: Connection, req: Request) -> Any:
         b = req.body
         results = []
@@ -659,7 +697,11 @@ class AdminHandlers:
                         f"Unexpected broker id, expected {self.broker_id} or empty string, " \
                         f"but received {res.resource_name}"
                     continue
-                r.configs = self._describe_broker_config(names, b.include_synonyms, b.include_documentation)
+                if res.resource_name == "":
+                    r.configs = await self._describe_cluster_defaults(names, b.include_synonyms,
+                                                                      b.include_documentation)
+                else:
+                    r.configs = self._describe_broker_config(names, b.include_synonyms, b.include_documentation)
             else:
                 r.error_code = ErrorCode.INVALID_REQUEST
                 r.error_message = f"unsupported resource type {res.resource_type}"

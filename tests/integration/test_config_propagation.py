@@ -12,6 +12,8 @@ from protocol.messages import request_type
 from tests.integration.helpers import RawClient, unique, wait_until
 
 RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+CONFIG_SOURCE_DYNAMIC_DEFAULT = 3  # DescribeConfigs' DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 def _topic_config(bootstrap: str, topic: str, name: str) -> str | None:
@@ -25,6 +27,19 @@ def _topic_config(bootstrap: str, topic: str, name: str) -> str | None:
     if res.error_code != 0:
         return None
     return next((c.value for c in res.configs if c.name == name), None)
+
+
+def _broker_default(bootstrap: str, name: str) -> tuple[str | None, int] | None:
+    """(value, source) of a cluster-wide broker default as described by the broker at ``bootstrap``
+    (resource name ""), None when it is not set there."""
+    mt = request_type(ApiKey.DESCRIBE_CONFIGS)
+    with RawClient(bootstrap) as raw:
+        r = raw.request(ApiKey.DESCRIBE_CONFIGS, 4, resources=[mt.DescribeConfigsResource(
+            resource_type=RESOURCE_BROKER, resource_name="", configuration_keys=[name])],
+            include_synonyms=False, include_documentation=False)
+    [res] = r.results
+    assert res.error_code == 0, res
+    return next(((c.value, c.config_source) for c in res.configs if c.name == name), None)
 
 
 def test_topic_configs_reach_every_broker(cluster_factory: Any) -> None:
@@ -114,10 +129,24 @@ def test_config_requests_are_checked_and_read_from_zookeeper(cluster_factory: An
         # Nothing of the refused requests was applied.
         assert _topic_config(b1, topic, "retention.ms") == "604800000"
 
-        # Altered through b0, described by b1 at once: no waiting for b1's change notification.
-        for value in ("3600001", "3600002", "3600003"):
-            assert _raw_alter(b0, True, [(RESOURCE_TOPIC, topic, [("retention.ms", value)])]) == [(0, None)]
-            assert _topic_config(b1, topic, "retention.ms") == value
+        # Altered through one broker, described by the other at once, 100 times each way round: no
+        # waiting for a change notification. Topic configs, and the cluster-wide broker defaults.
+        brokers = (b0, b1)
+        stale = []
+        for i in range(100):
+            writer, reader = brokers[i % 2], brokers[1 - i % 2]
+            value = str(3_600_000 + i)
+            assert _raw_alter(writer, True, [(RESOURCE_TOPIC, topic, [("retention.ms", value)])]) == [(0, None)]
+            if _topic_config(reader, topic, "retention.ms") != value:
+                stale.append(("topic", i))
+            value = str(15_000 + i)
+            assert _raw_alter(writer, True, [(RESOURCE_BROKER, "", [("log.cleaner.backoff.ms", value)])]) == \
+                [(0, None)]
+            if _broker_default(reader, "log.cleaner.backoff.ms") != (value, CONFIG_SOURCE_DYNAMIC_DEFAULT):
+                stale.append(("broker default", i))
+        assert stale == [], f"stale reads: {stale}"
+        assert _raw_alter(b0, True, [(RESOURCE_BROKER, "", [("log.cleaner.backoff.ms", None)])]) == [(0, None)]
+        assert _broker_default(b1, "log.cleaner.backoff.ms") is None
 
         # Kafka 3.9 still takes the deprecated message format versions, and cuts them as it does.
         for value in ("0.10.0.0", "0.8.2.2", "2.8", "3.9.1", "3.0-IV1"):
