@@ -7,18 +7,18 @@ brokers also watch the children of ``/config/topics`` and load the overrides of 
 seen (a broker that hosts a replica of a topic created through another broker gets its configs), and
 forget those of deleted topics.
 
-ZooKeeper watches fire on kazoo's thread; they only wake a task on the broker's loop, which re-reads
+ZooKeeper watches wake a task on the broker's loop (broker/zk_change_follower.py), which re-reads
 the state (and re-arms the watches) with blocking calls run in the executor.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.zk_change_follower import ZkChangeFollower
 from controller import zk_data as zd
 
 if TYPE_CHECKING:
@@ -42,18 +42,18 @@ class DynamicConfigTarget(Protocol):
     async def reload_dynamic_broker_config(self) -> None: ...
 
 
-class ConfigChangeListener:
+class ConfigChangeListener(ZkChangeFollower):
+    what = "config changes"
+
     def __init__(self, zk: KafkaZkClient, zk_call: ZkCall, broker_id: int, loop: asyncio.AbstractEventLoop,
                  target: DynamicConfigTarget) -> None:
+        super().__init__(loop)
         self.zk = zk
         self.zk_call = zk_call
         self.broker_id = broker_id
-        self.loop = loop  # ZooKeeper watches fire on kazoo's thread and wake this loop
         self.target = target
         self._last_change: str | None = None
         self._known_topics: set[str] | None = None
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._subscribers: dict[str, list[EntityChangeCallback]] = {}
 
     def subscribe(self, entity_type: str, callback: EntityChangeCallback) -> None:
@@ -66,35 +66,10 @@ class ConfigChangeListener:
         names = await self.zk_call(self.zk.get_config_change_notifications, self._watch)
         self._last_change = names[-1] if names else None
         self._known_topics = set(await self.zk_call(self._topics_with_config, self._watch))
-        self._task = asyncio.ensure_future(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-    def _watch(self, _event: Any) -> None:
-        loop = self.loop
-        if not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop is shutting down
-                loop.call_soon_threadsafe(self._wake.set)
+        self._follow()
 
     def _topics_with_config(self, watch: Any) -> list[str]:
         return self.zk.get_children(zd.config_entity_type_path(zd.CONFIG_TYPE_TOPIC), watch) or []
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self._process()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("processing config changes from ZooKeeper failed; retrying")
-                await asyncio.sleep(1.0)
-                self._wake.set()
 
     async def _process(self) -> None:
         zk, target = self.zk, self.target

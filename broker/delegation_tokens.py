@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
 import time
 import uuid
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from broker.security.delegation_token_cache import DelegationTokenCache, TokenInformation, create_hmac
 from broker.security.delegation_token_store import ZkTokenStore
 from broker.security.principal import KafkaPrincipal
+from broker.zk_change_follower import ZkChangeFollower
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -88,9 +88,7 @@ class DelegationTokenManager:
         self.zk_call = zk_call
         self.is_controller = is_controller  # Kafka's expiry check runs on the active controller
         self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
-        self._last_change: str | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changes: _TokenChangeFollower | None = None
 
     @property
     def enabled(self) -> bool:
@@ -108,10 +106,10 @@ class DelegationTokenManager:
         at shutdown). Nothing when tokens are disabled."""
         if not self.enabled:
             return []
-        self._loop = asyncio.get_running_loop()
         await self.zk_call(self.store.create_paths)
-        names = await self.zk_call(self.store.changes, self._watch)
-        self._last_change = names[-1] if names else None
+        changes = self._changes = _TokenChangeFollower(self, asyncio.get_running_loop())
+        names = await self.zk_call(self.store.changes, changes._watch)
+        changes.last = names[-1] if names else None
         async with self._lock:
             ids = await self.zk_call(self.store.token_ids)
             log.info("Loading the token cache. Total token count: %d", len(ids))
@@ -120,13 +118,7 @@ class DelegationTokenManager:
                     await self._reload(token_id)
                 except Exception:
                     log.exception("Error while getting Token for tokenId: %s", token_id)
-        return [asyncio.ensure_future(self._follow_changes()), asyncio.ensure_future(self._expiry_checks())]
-
-    def _watch(self, _event: Any) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop is shutting down
-                loop.call_soon_threadsafe(self._wake.set)
+        return [changes._follow(), asyncio.ensure_future(self._expiry_checks())]
 
     async def _reload(self, token_id: str) -> None:
         info = await self.zk_call(self.store.get, token_id)
@@ -134,29 +126,6 @@ class DelegationTokenManager:
             self.cache.remove(token_id)
         else:
             self.cache.update(info, self.hmac(token_id))
-
-    async def _follow_changes(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                names = await self.zk_call(self.store.changes, self._watch)
-                fresh = [n for n in names if self._last_change is None or n > self._last_change]
-                for name in fresh:
-                    token_id, _ctime = await self.zk_call(self.store.read_change, name)
-                    if token_id is not None:
-                        log.info("Processing Token Notification for tokenId: %s", token_id)
-                        async with self._lock:
-                            await self._reload(token_id)
-                    self._last_change = name
-                if fresh:
-                    await self.zk_call(self.store.purge_changes, names)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("processing delegation token changes from ZooKeeper failed; retrying")
-                await asyncio.sleep(1.0)
-                self._wake.set()
 
     async def _expiry_checks(self) -> None:
         interval = self.settings.expiry_check_interval_ms / 1000.0
@@ -250,6 +219,32 @@ class DelegationTokenManager:
     def tokens(self, eligible: Callable[[TokenInformation], bool]) -> list[tuple[TokenInformation, bytes]]:
         """(information, HMAC) of the cached tokens ``eligible`` admits (Kafka's getTokens)."""
         return [(info, self.hmac(info.token_id)) for info in self.cache.tokens() if eligible(info)]
+
+
+class _TokenChangeFollower(ZkChangeFollower):
+    """``/delegation_token/token_changes``: each new notification names a token, which is read again
+    (gone from ZooKeeper: gone from the cache); notifications seen are deleted."""
+
+    what = "delegation token changes"
+
+    def __init__(self, manager: DelegationTokenManager, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.manager = manager
+        self.last: str | None = None
+
+    async def _process(self) -> None:
+        m = self.manager
+        names = await m.zk_call(m.store.changes, self._watch)
+        fresh = [n for n in names if self.last is None or n > self.last]
+        for name in fresh:
+            token_id, _ctime = await m.zk_call(m.store.read_change, name)
+            if token_id is not None:
+                log.info("Processing Token Notification for tokenId: %s", token_id)
+                async with m._lock:
+                    await m._reload(token_id)
+            self.last = name
+        if fresh:
+            await m.zk_call(m.store.purge_changes, names)
 
 
 def _plain(p: KafkaPrincipal) -> KafkaPrincipal:

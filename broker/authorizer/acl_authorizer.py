@@ -55,6 +55,7 @@ from broker.authorizer.api import (
 )
 from broker.authorizer.zk_acl_store import CHANGE_EXPIRATION_MS, CHANGE_PATHS, ZkAclStore
 from broker.security.principal import KafkaPrincipal
+from broker.zk_change_follower import ZkChangeFollower
 from protocol.api_versions import SUPPORTED
 from protocol.errors import ErrorCode
 
@@ -440,65 +441,39 @@ def _check_by_resource_type_args(op: AclOperation, rt: ResourceType) -> None:
         raise ValueError("Unknown operation type")
 
 
-class AclChangeListener:
+class AclChangeListener(ZkChangeFollower):
     """Follows ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes`` (Kafka's
     ZkNodeChangeNotificationListener): each new notification names one pattern, which ``on_change``
     re-reads. Notifications older than 15 minutes are deleted once seen, as every Kafka broker does.
 
-    Watches fire on kazoo's thread and only wake the task on the loop, which re-lists the children
+    Watches wake the task on the loop (broker/zk_change_follower.py), which re-lists the children
     (re-arming the watch) with blocking calls run in the executor.
     """
 
+    what = "ACL change notifications"
+
     def __init__(self, store: ZkAclStore, zk_call: ZkCall, loop: asyncio.AbstractEventLoop,
                  on_change: Callable[[ResourcePattern], Awaitable[None]]) -> None:
+        super().__init__(loop)
         self.store = store
         self.zk_call = zk_call
-        self.loop = loop
         self.on_change = on_change
         self._last: dict[str, str | None] = {}
         self._created_ms: dict[tuple[str, str], int] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Notifications present now are not replayed: the caller loads every ACL next."""
         for path in CHANGE_PATHS:
             names = await self.zk_call(self.store.change_names, path, self._watch)
             self._last[path] = names[-1] if names else None
-        self._task = asyncio.ensure_future(self._run())
+        self._follow()
         self._wake.set()  # a first pass deletes expired notifications
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+    async def _process(self) -> None:
+        for path in CHANGE_PATHS:
+            await self._process_path(path)
 
-    def wake(self) -> None:
-        """Look at the notification znodes again (re-arming the watches)."""
-        self._wake.set()
-
-    def _watch(self, _event: Any) -> None:
-        if not self.loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop is shutting down
-                self.loop.call_soon_threadsafe(self._wake.set)
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                for path in CHANGE_PATHS:
-                    await self._process(path)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("processing ACL change notifications failed; retrying")
-                await asyncio.sleep(1.0)
-                self._wake.set()
-
-    async def _process(self, path: str) -> None:
+    async def _process_path(self, path: str) -> None:
         store = self.store
         names = await self.zk_call(store.change_names, path, self._watch)
         last = self._last.get(path)
