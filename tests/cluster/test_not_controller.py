@@ -268,6 +268,7 @@ def test_scram_credential_changes_off_the_controller_are_refused(cluster: Any) -
         assert [(x.user, x.error_code) for x in r.results] == [(user, 0)]
 
 
+@pytest.mark.slow  # make test keeps its budget; make test-slow runs it
 def test_not_controller_comes_before_authorization(request: pytest.FixtureRequest) -> None:
     """With Kafka's AclAuthorizer, a caller holding no ACL gets NOT_CONTROLLER from a broker that is not
     the controller for topic changes (checked before authorization, as in Kafka) and

@@ -12,6 +12,7 @@ from tests.ops.helpers import unique
 RECORDS = 3000
 
 
+@pytest.mark.slow  # make test keeps its budget; make test-slow runs it
 def test_java_tools_output_is_parsed(kafka_cluster: object) -> None:
     bootstrap = kafka_cluster.bootstrap  # type: ignore[attr-defined]
     topic = unique("bench-parse")
@@ -36,6 +37,7 @@ def test_java_tools_output_is_parsed(kafka_cluster: object) -> None:
     assert 0 <= latency.p50_ms <= latency.p99_ms <= latency.p999_ms
 
 
+@pytest.mark.slow  # make test keeps its budget; make test-slow runs it
 def test_librdkafka_workers_report_what_they_moved(kafka_cluster: object) -> None:
     cluster = kafka_cluster
     topic = unique("bench-rdkafka")

@@ -350,6 +350,7 @@ def assert_read_uncommitted(seen: list[Pair], w: Written, who: str) -> None:
 # Tests
 
 
+@pytest.mark.slow  # make test keeps its budget; make test-slow runs it
 def test_read_committed_after_compaction_with_kafka_python(compacted: tuple[Any, str, Written]) -> None:
     cluster, topic, w = compacted
     seen = _read_kafka_python(cluster.bootstrap, topic, "read_committed")
@@ -386,6 +387,7 @@ _RECORD = re.compile(r"^\| offset: (\d+) .*?(?: endTxnMarker: (ABORT|COMMIT)| ke
 _TXN_ENTRY = re.compile(r"^version: 0 producerId: (\d+) firstOffset: (\d+) lastOffset: (\d+) lastStableOffset: (\d+)")
 
 
+@pytest.mark.slow  # make test keeps its budget; make test-slow runs it
 def test_kafka_dump_log_sees_the_aborted_ranges(compacted: tuple[Any, str, Written], tmp_path: Path) -> None:
     """Kafka's DumpLogSegments on a copy of the cleaned partition: the .txnindex entries cover every
     aborted record left, each ends at an ABORT marker, and a cleaned segment holds one."""
