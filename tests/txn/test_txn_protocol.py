@@ -8,6 +8,7 @@ errors per API version, KIP-890 verification, WriteTxnMarkers fencing, and the t
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from protocol.api_versions import ApiKey
@@ -61,13 +62,24 @@ class Txn:
         return r
 
     def add(self, topic: str, partitions: list[int], version: int = 3, epoch: int | None = None) -> int:
-        r = self.coord.request(
-            ApiKey.ADD_PARTITIONS_TO_TXN, version, v3_and_below_transactional_id=self.txn_id,
-            v3_and_below_producer_id=self.pid, v3_and_below_producer_epoch=self.epoch if epoch is None else epoch,
-            v3_and_below_topics=[_APT.AddPartitionsToTxnTopic(name=topic, partitions=partitions)])
-        codes = {p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
-        assert len(codes) == 1, r
-        return codes.pop()
+        deadline = time.monotonic() + 30
+        while True:
+            r = self.coord.request(
+                ApiKey.ADD_PARTITIONS_TO_TXN, version, v3_and_below_transactional_id=self.txn_id,
+                v3_and_below_producer_id=self.pid, v3_and_below_producer_epoch=self.epoch if epoch is None else epoch,
+                v3_and_below_topics=[_APT.AddPartitionsToTxnTopic(name=topic, partitions=partitions)])
+            codes = {p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+            assert len(codes) == 1, r
+            code = codes.pop()
+            # A topic just created may not have reached the coordinator's metadata yet: clients retry
+            # UNKNOWN_TOPIC_OR_PARTITION, as long as the cluster knows the topic.
+            if code != E.UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline or not self._topic_exists(topic):
+                return code
+            time.sleep(0.1)
+
+    def _topic_exists(self, topic: str) -> bool:
+        with RawClient(self.bootstrap) as raw:
+            return raw.leaders(topic) > 0
 
     def produce(self, topic: str, partition: int, values: list[bytes]) -> Any:
         tp = (topic, partition)
