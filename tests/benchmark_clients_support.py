@@ -53,11 +53,14 @@ def git_commit() -> str:
 # --- Kafka's performance tools --------------------------------------------------------------------
 
 
-def java_tool(main_class: str, *args: str, timeout: float = 900) -> str:
-    """Run one of Kafka's tools on the 3.9.1 jars; its stdout, or RuntimeError with its output."""
+def java_tool(main_class: str, *args: str, jvm_options: Sequence[str] = CLIENT_JVM_OPTIONS,
+              timeout: float = 900) -> str:
+    """Run one of Kafka's tools on the 3.9.1 jars; its stdout, or RuntimeError with its output.
+    ``jvm_options`` replace CLIENT_JVM_OPTIONS for a benchmark whose published numbers were measured
+    with other client JVMs."""
     from tests.kafka_dist import classpath
 
-    proc = subprocess.run(["java", *CLIENT_JVM_OPTIONS, "-cp", classpath(), main_class, *args],
+    proc = subprocess.run(["java", *jvm_options, "-cp", classpath(), main_class, *args],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{main_class} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
@@ -88,10 +91,16 @@ def parse_producer_performance(out: str) -> ProducerResult:
 
 
 def producer_performance(bootstrap: str, topic: str, records: int, record_size: int, acks: str,
-                         extra_props: Sequence[str] = ()) -> ProducerResult:
+                         extra_props: Sequence[str] = (), *, throughput: int = -1,
+                         producer_config: str | os.PathLike[str] | None = None,
+                         jvm_options: Sequence[str] = CLIENT_JVM_OPTIONS) -> ProducerResult:
+    """``throughput``: records/s the tool holds to, -1 for as fast as it can; ``producer_config``: a
+    client properties file (``--producer.config``: security settings a command line should not carry)."""
+    config = ("--producer.config", os.fspath(producer_config)) if producer_config is not None else ()
     out = java_tool("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
-                    "--record-size", str(record_size), "--throughput", "-1",
-                    "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", *extra_props)
+                    "--record-size", str(record_size), "--throughput", str(throughput), *config,
+                    "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", *extra_props,
+                    jvm_options=jvm_options)
     return parse_producer_performance(out)
 
 
@@ -116,9 +125,14 @@ def parse_consumer_performance(out: str) -> ConsumerResult:
                           fetch_mb_per_s=float(row[8]), rebalance_ms=int(row[6]))
 
 
-def consumer_performance(bootstrap: str, topic: str, records: int, group: str) -> ConsumerResult:
+def consumer_performance(bootstrap: str, topic: str, records: int, group: str, *,
+                         consumer_config: str | os.PathLike[str] | None = None,
+                         jvm_options: Sequence[str] = CLIENT_JVM_OPTIONS) -> ConsumerResult:
+    """``consumer_config``: a client properties file (``--consumer.config``, as for producers)."""
+    config = ("--consumer.config", os.fspath(consumer_config)) if consumer_config is not None else ()
     out = java_tool("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
-                    "--messages", str(records), "--group", group, "--timeout", "60000", "--hide-header")
+                    "--messages", str(records), *config, "--group", group, "--timeout", "60000", "--hide-header",
+                    jvm_options=jvm_options)
     result = parse_consumer_performance(out)
     if result.records < records:
         raise RuntimeError(f"ConsumerPerformance read {result.records} of {records} records:\n{out[-2000:]}")
@@ -146,8 +160,10 @@ def parse_end_to_end_latency(out: str, messages: int) -> LatencyResult:
                          p999_ms=values[2])
 
 
-def end_to_end_latency(bootstrap: str, topic: str, messages: int, acks: str, record_size: int) -> LatencyResult:
-    out = java_tool("org.apache.kafka.tools.EndToEndLatency", bootstrap, topic, str(messages), acks, str(record_size))
+def end_to_end_latency(bootstrap: str, topic: str, messages: int, acks: str, record_size: int, *,
+                       jvm_options: Sequence[str] = CLIENT_JVM_OPTIONS) -> LatencyResult:
+    out = java_tool("org.apache.kafka.tools.EndToEndLatency", bootstrap, topic, str(messages), acks, str(record_size),
+                    jvm_options=jvm_options)
     return parse_end_to_end_latency(out, messages)
 
 

@@ -1,5 +1,5 @@
 """A real Apache Kafka 3.9 cluster in ZooKeeper mode: ``n`` ``kafka.Kafka`` processes from the jars
-tests/kafka_dist.py resolves, on consecutive fixed ports.
+tests/kafka_dist.py resolves, on consecutive fixed ports or on free ones.
 
 It can share a ZooKeeper that is already running (a kafkette ``LocalCluster``'s, under a chroot of its
 own), so that a side-by-side benchmark runs both systems against the same ZooKeeper; without one it
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from clients.devcluster import wait_for_port
-from clients.zookeeper_server import ZooKeeperServer
+from clients.zookeeper_server import ZooKeeperServer, free_port
 
 # What bin/kafka-server-start.sh gives a broker (KAFKA_HEAP_OPTS and kafka-run-class.sh's
 # KAFKA_JVM_PERFORMANCE_OPTS): a benchmark compares against Kafka as it is deployed, full JIT included.
@@ -27,13 +27,15 @@ PRODUCTION_JVM_OPTIONS: tuple[str, ...] = (
 
 
 class KafkaZkCluster:
-    """``n`` Apache Kafka brokers (ids 0..n-1) on ``base_port`` .. ``base_port + n - 1``."""
+    """``n`` Apache Kafka brokers (ids 0..n-1) on ``base_port`` .. ``base_port + n - 1``, or on free
+    ports when ``base_port`` is 0 (as kafkette's ``LocalCluster``)."""
 
-    def __init__(self, n: int, base_port: int, *, zk_connect: str | None = None, chroot: str = "/apache-kafka",
+    def __init__(self, n: int, base_port: int = 0, *, zk_connect: str | None = None, chroot: str = "/apache-kafka",
                  overrides: dict[str, str] | None = None,
                  jvm_options: tuple[str, ...] = PRODUCTION_JVM_OPTIONS) -> None:
         self.n = n
         self.base_port = base_port
+        self.ports = [base_port + i for i in range(n)] if base_port else [free_port() for _ in range(n)]
         self.dir = Path(tempfile.mkdtemp(prefix="apache-kafka-cluster-"))
         # None: start a ZooKeeper of our own in start(), stopped in stop().
         self.own_zk = ZooKeeperServer(data_dir=self.dir / "zookeeper") if zk_connect is None else None
@@ -42,10 +44,6 @@ class KafkaZkCluster:
         self.overrides = dict(overrides or {})
         self.jvm_options = jvm_options
         self.processes: list[subprocess.Popen[bytes]] = []
-
-    @property
-    def ports(self) -> list[int]:
-        return [self.base_port + i for i in range(self.n)]
 
     @property
     def bootstrap(self) -> str:
@@ -62,7 +60,7 @@ class KafkaZkCluster:
         replicas = str(min(self.n, 3))
         return {
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.base_port + broker_id}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[broker_id]}",
             "log.dirs": str(self.dir / f"data-{broker_id}"),
             "zookeeper.connect": f"{zk_connect}{self.chroot}",
             # As kafkette's LocalCluster: internal topics replicated as widely as the cluster allows.
