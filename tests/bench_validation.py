@@ -22,8 +22,6 @@ import cProfile
 import io
 import os
 import pstats
-import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -35,6 +33,7 @@ from broker.log_validator import validate_produce_records
 from protocol.compression import CompressionType
 from protocol.record_scan import scan_records_python
 from protocol.records import build_batch
+from tests import benchmark_clients_support as bu
 
 RECORD_SIZE = 100
 NOW = int(time.time() * 1000)
@@ -173,27 +172,16 @@ def _loop_stalls(scanner: str) -> None:
 # --- side by side with Apache Kafka -------------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+# The client JVM this benchmark's numbers in BENCHMARKS.md were measured with: a heap limit and the
+# JVM's defaults otherwise.
+PRODUCER_JVM_OPTIONS = ("-Xmx512m",)
 
 
 def _producer_performance(bootstrap: str, topic: str, records: int, batch_size: int, codec: str) -> float:
-    from tests.kafka_dist import classpath
-
-    props = [f"bootstrap.servers={bootstrap}", "acks=1", f"batch.size={batch_size}", "linger.ms=5",
-             f"compression.type={codec}", "max.request.size=4194304", "buffer.memory=67108864"]
-    proc = subprocess.run(
-        ["java", "-Xmx512m", "-cp", classpath(), "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
-         "--num-records", str(records), "--record-size", str(RECORD_SIZE), "--throughput", "-1",
-         "--producer-props", *props],
-        capture_output=True, text=True, timeout=900)
-    summary = [ln for ln in proc.stdout.splitlines() if "records sent" in ln]
-    if proc.returncode != 0 or not summary:
-        raise RuntimeError(f"ProducerPerformance failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
-                           f"{proc.stderr[-3000:]}")
-    # "1000000 records sent, 241196.3 records/sec (23.00 MB/sec), ..."
-    return float(summary[-1].split(",")[1].split()[0])
+    props = (f"batch.size={batch_size}", "linger.ms=5", f"compression.type={codec}", "max.request.size=4194304",
+             "buffer.memory=67108864")
+    return bu.producer_performance(bootstrap, topic, records, RECORD_SIZE, "1", props,
+                                   jvm_options=PRODUCER_JVM_OPTIONS).records_per_s
 
 
 def side_by_side(records: int, runs: int) -> None:
@@ -218,15 +206,15 @@ def side_by_side(records: int, runs: int) -> None:
                 results: dict[str, list[tuple[float, float]]] = {name: [] for name in brokers}
                 for run in range(runs):
                     for name, (bootstrap, pid) in brokers.items():
-                        cpu0 = _cpu_seconds(pid)
+                        cpu0 = bu.cpu_seconds(pid)
                         rps = _producer_performance(bootstrap, topic, records, batch_size, codec)
-                        cpu = _cpu_seconds(pid) - cpu0
+                        cpu = bu.cpu_seconds(pid) - cpu0
                         results[name].append((rps, cpu))
                         print(f"  batch.size {batch_size >> 10:>5} KiB {codec:>4} run {run + 1} {name:9} "
                               f"{rps:>11,.0f} records/s {rps * RECORD_SIZE / 1e6:>7.1f} MB/s  "
                               f"broker CPU {cpu:6.1f} s", flush=True)
-                med = {n: statistics.median(r for r, _ in rs) for n, rs in results.items()}
-                cpu_med = {n: statistics.median(c for _, c in rs) for n, rs in results.items()}
+                med = {n: bu.median(r for r, _ in rs) for n, rs in results.items()}
+                cpu_med = {n: bu.median(c for _, c in rs) for n, rs in results.items()}
                 summary.append((batch_size, codec, med, cpu_med))
             print(f"\n  {'batch.size':>10} {'codec':>5} {'kafkette rec/s':>15} {'kafka rec/s':>13} {'ratio':>6} "
                   f"{'kafkette CPU s':>15} {'kafka CPU s':>12}")
