@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests import benchmark_clients_support as bu
 
 RECORD_SIZE = 1024
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
@@ -36,6 +36,10 @@ HOST = "127.0.0.1"
 # Ports 24200-24201 for kafkette, 24210-24211 for Apache Kafka (PLAINTEXT, SASL_SSL).
 PORTS = {"kafkette": {"PLAINTEXT": 24200, "SASL_SSL": 24201}, "kafka": {"PLAINTEXT": 24210, "SASL_SSL": 24211}}
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536", "buffer.memory=67108864")
+# The client JVMs this benchmark's numbers in BENCHMARKS.md were measured with: a heap limit and the
+# JVM's defaults otherwise.
+TOOL_JVM_OPTIONS = ("-Xmx512m",)
 
 
 @dataclass
@@ -64,13 +68,7 @@ class Results:
         self.runs.setdefault((broker, protocol), []).append(run)
 
     def median(self, broker: str, protocol: str, attr: str) -> float:
-        return statistics.median(getattr(r, attr) for r in self.runs[(broker, protocol)])
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return bu.median(getattr(r, attr) for r in self.runs[(broker, protocol)])
 
 
 def _mb(rps: float) -> float:
@@ -163,39 +161,17 @@ STARTERS = {"kafkette": kafkette_broker, "kafka": apache_kafka_broker}
 # --- load -----------------------------------------------------------------------------------------
 
 
-def _java(main_class: str, *args: str) -> str:
-    from tests.kafka_dist import classpath
-
-    proc = subprocess.run(["java", "-Xmx512m", "-cp", classpath(), main_class, *args],
-                          capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{main_class} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return proc.stdout
-
-
 def produce(bootstrap: str, config: Path, topic: str, records: int) -> float:
     """Records/s as ProducerPerformance reports them."""
-    out = _java("org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
-                "--record-size", str(RECORD_SIZE), "--throughput", "-1", "--producer.config", str(config),
-                "--producer-props", f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5", "batch.size=65536",
-                "buffer.memory=67108864")
-    summary = [ln for ln in out.splitlines() if "records sent" in ln]
-    if not summary:
-        raise RuntimeError(f"ProducerPerformance printed no summary:\n{out[-2000:]}")
-    # "200000 records sent, 41237.1 records/sec (40.27 MB/sec), ..."
-    return float(summary[-1].split(",")[1].split()[0])
+    return bu.producer_performance(bootstrap, topic, records, RECORD_SIZE, "1", PRODUCER_PROPS,
+                                   producer_config=config, jvm_options=TOOL_JVM_OPTIONS).records_per_s
 
 
 def consume(bootstrap: str, config: Path, topic: str, records: int) -> float:
     """Records/s of the fetch phase (after the group's join, which is no throughput), from
     ConsumerPerformance's fetch.nMsg.sec."""
-    out = _java("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
-                "--messages", str(records), "--consumer.config", str(config), "--group", f"{topic}-reader",
-                "--timeout", "60000", "--hide-header")
-    rows = [ln.split(", ") for ln in out.splitlines() if ln.count(", ") >= 9]
-    if not rows or int(rows[-1][4]) < records:
-        raise RuntimeError(f"ConsumerPerformance did not read {records} records:\n{out[-2000:]}")
-    return float(rows[-1][9])
+    return bu.consumer_performance(bootstrap, topic, records, f"{topic}-reader", consumer_config=config,
+                                   jvm_options=TOOL_JVM_OPTIONS).fetch_records_per_s
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
@@ -207,11 +183,11 @@ def create_topic(bootstrap: str, topic: str) -> None:
 def one_run(broker: Broker, protocol: str, config: Path, records: int, label: str) -> Run:
     topic = f"bench-{protocol.lower()}-{int(time.time() * 1000) % 10_000_000}"
     create_topic(broker.bootstrap("PLAINTEXT"), topic)
-    cpu0 = _cpu_seconds(broker.pid)
+    cpu0 = bu.cpu_seconds(broker.pid)
     p_rps = produce(broker.bootstrap(protocol), config, topic, records)
-    cpu1 = _cpu_seconds(broker.pid)
+    cpu1 = bu.cpu_seconds(broker.pid)
     c_rps = consume(broker.bootstrap(protocol), config, topic, records)
-    cpu2 = _cpu_seconds(broker.pid)
+    cpu2 = bu.cpu_seconds(broker.pid)
     r = Run(p_rps, cpu1 - cpu0, c_rps, cpu2 - cpu1)
     print(f"  {label:7} {broker.name:9} {protocol:10} produce {p_rps:>9,.0f} rec/s {_mb(p_rps):>6.1f} MB/s "
           f"CPU {r.produce_cpu:5.1f} s | consume {c_rps:>9,.0f} rec/s {_mb(c_rps):>6.1f} MB/s "
