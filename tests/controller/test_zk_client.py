@@ -240,3 +240,28 @@ def test_requests_survive_a_stalled_server(zk: KafkaZkClient, zookeeper_server) 
     zookeeper_server.resume()
     th.join(20)
     assert result and result[0].replicas() == {0: [1]}
+
+
+def test_fenced_partition_writes_in_multis_answer_each_partition(zk: KafkaZkClient) -> None:
+    """More partitions than one multi holds, one of them stale: every other partition is written and
+    comes back with its new version, the stale one alone is to be retried, and a fenced controller
+    writes nothing."""
+    from controller.zk_client import _OPS_PER_MULTI
+
+    n = 2 * _OPS_PER_MULTI + 7
+    _, epoch_version = zk.register_controller_and_increment_epoch(1)
+    zk.create_topic("many", {p: [1] for p in range(n)})
+    created = zk.create_partition_states(
+        {("many", p): zd.LeaderIsrAndControllerEpoch(1, 0, (1,), controller_epoch=1) for p in range(n)}, epoch_version)
+    assert all(not isinstance(v, Exception) and v.zk_version == 0 for v in created.values())
+    cur = zk.get_partition_states([("many", p) for p in range(n)])
+    stale_tp = ("many", _OPS_PER_MULTI + 3)  # in the second multi
+    zk.set_partition_state(*stale_tp, cur[stale_tp].new_leader_and_isr(1, [1]))
+    res = zk.update_partition_states({tp: st.new_epoch() for tp, st in cur.items()}, epoch_version)
+    assert res.to_retry == [stale_tp] and not res.failed
+    assert len(res.finished) == n - 1 and all(st.zk_version == 1 for st in res.finished.values())
+    after = zk.get_partition_states(list(cur))
+    assert all(after[tp].leader_epoch == cur[tp].leader_epoch + 1 for tp in cur if tp != stale_tp)
+    with pytest.raises(ControllerMovedError):
+        zk.update_partition_states({tp: st.new_epoch() for tp, st in after.items()}, epoch_version + 1)
+    assert zk.get_partition_states(list(cur)) == after
