@@ -169,16 +169,24 @@ class DelegationTokenManager:
         log.info("Created a delegation token: %s for owner: %s", token_id, info.owner)
         return CreatedToken(ErrorCode.NONE, info, mac)
 
+    def _token_to_change(self, principal: KafkaPrincipal, mac: bytes) -> tuple[TokenInformation | None, ErrorCode]:
+        """The token a renewal or expiry names, if ``principal`` may change it; else Kafka's refusal
+        (an unknown HMAC before a principal that is neither owner nor renewer)."""
+        info = self.cache.token_for_hmac(mac)
+        if info is None:
+            return None, ErrorCode.DELEGATION_TOKEN_NOT_FOUND
+        if not info.allowed_to_renew(principal):
+            return None, ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
+        return info, ErrorCode.NONE
+
     async def renew(self, principal: KafkaPrincipal, mac: bytes, renew_period_ms: int) -> tuple[ErrorCode, int]:
         if not self.enabled:
             return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, ERROR_TIMESTAMP
         async with self._lock:
-            info = self.cache.token_for_hmac(mac)
+            info, refusal = self._token_to_change(principal, mac)
             if info is None:
-                return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP
+                return refusal, ERROR_TIMESTAMP
             now = now_ms()
-            if not info.allowed_to_renew(principal):
-                return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, ERROR_TIMESTAMP
             if info.expired(now):
                 return ErrorCode.DELEGATION_TOKEN_EXPIRED, ERROR_TIMESTAMP
             period = self.settings.expiry_time_ms if renew_period_ms < 0 else renew_period_ms
@@ -191,12 +199,10 @@ class DelegationTokenManager:
         if not self.enabled:
             return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, ERROR_TIMESTAMP
         async with self._lock:
-            info = self.cache.token_for_hmac(mac)
+            info, refusal = self._token_to_change(principal, mac)
             if info is None:
-                return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP
+                return refusal, ERROR_TIMESTAMP
             now = now_ms()
-            if not info.allowed_to_renew(principal):
-                return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, ERROR_TIMESTAMP
             if expiry_period_ms < 0:  # expire at once
                 await self._remove(info.token_id)
                 log.info("Token expired for token: %s for owner: %s", info.token_id, info.owner)
