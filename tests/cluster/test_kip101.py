@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from protocol.records import build_batch, iter_batches
 from tests.cluster.helpers import (
     Admin,
@@ -97,6 +99,7 @@ def _wait_identical(cluster: Any, a: int, b: int, topic: str) -> bytes:
     return wait_until(same, 60, f"replicas {a} and {b} of {topic}-0 byte-identical", interval=0.2)
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps scenario 2
 def test_kip101_scenario1_committed_record_survives_restart_then_leader_change(
         cluster3: Callable[..., Any]) -> None:
     """Scenario 1: min.insync.replicas=1. A and B both hold m1, m2; A's HW is 2, B's is still 1.

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from protocol.api_versions import ApiKey
 from protocol.messages import request_type
 from tests.cluster.helpers import Admin, RawClient, ZkView, unique, wait_until
@@ -29,6 +31,7 @@ def _states(zk: ZkView, topics: list[str], partitions: int) -> dict[tuple[str, i
     return {(t, p): zk.state(t, p) for t in topics for p in range(partitions)}
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps the forged controller requests (test_fencing.py)
 def test_frozen_controller_is_fenced_after_thaw(cluster3: Callable[..., Any]) -> None:
     """Steps: (1) freeze broker R, (2) create a topic so the controller C has requests for R on the
     wire and queued behind them, (3) freeze C, thaw R (R answers C's in-flight request, which is still

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from broker.replication_quota import INT64_MAX, ReplicationQuota
@@ -83,6 +84,7 @@ def _topic_config(admin: Any, topic: str, name: str) -> str | None:
     return None if entry is None else entry["value"]
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps the quota's own test above
 def test_leader_throttle_limits_catch_up(cluster_factory: Any) -> None:
     from kafka import KafkaProducer
 

@@ -135,6 +135,7 @@ def _balanced(members: list[Member], partitions: int) -> bool:
     return flat == list(range(partitions)) and sizes[-1] - sizes[0] <= 1
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps the group tests of the other clients
 def test_group_rebalances_on_join_leave_and_crash(kafka_cluster: Any) -> None:
     """Three members join one by one, one leaves, one crashes: the partitions are always shared out
     among the live members, and every record is consumed exactly once across the group."""

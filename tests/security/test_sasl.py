@@ -330,6 +330,7 @@ class _Lines(logging.Handler):
         return sum(needle in line and thread in line for line in list(self.lines))
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps the by-hand re-authentication and the clients' session renewal
 def test_reauthentication_keeps_a_consumer_going_and_a_changed_password_counts(broker: SaslBroker) -> None:
     """On the REAUTH listener sessions last REAUTH_MS: librdkafka learns that from SaslAuthenticate v1+
     and re-authenticates on the same connection before the session ends; the consumer keeps consuming

@@ -94,6 +94,7 @@ def run_with_kill(cluster: Any, pick_victim: Any, kill_at_batch: int = 2) -> lis
     return killed
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps test_sigkill_coordinator_right_after_end_txn
 def test_sigkill_transaction_coordinator_mid_transaction(cluster_factory: Any) -> None:
     cluster = cluster_factory(3, overrides=FAILOVER_OVERRIDES)
     killed = run_with_kill(cluster, lambda bs, txn_id, dst: coordinator_of(bs, txn_id))
@@ -102,6 +103,7 @@ def test_sigkill_transaction_coordinator_mid_transaction(cluster_factory: Any) -
     assert coordinator_of(live, "fo-probe") in {0, 1, 2} - set(killed)
 
 
+@pytest.mark.slow  # about 10 s or more; make test keeps test_sigkill_coordinator_right_after_end_txn
 def test_sigkill_partition_leader_mid_transaction(cluster_factory: Any) -> None:
     cluster = cluster_factory(3, overrides=FAILOVER_OVERRIDES)
 
