@@ -23,7 +23,6 @@ import multiprocessing as mp
 import os
 import pstats
 import socket
-import struct
 import tempfile
 import threading
 import time
@@ -33,6 +32,8 @@ from clients.devcluster import LocalCluster
 from protocol.api_versions import ApiKey
 from protocol.messages import decode_response, encode_request, new_request, request_type
 from protocol.records import NewRecord, build_batch, iter_batches
+from tests import benchmark_clients_support as bu
+from tests.integration.helpers import controller_bootstrap
 
 SECONDS = float(os.environ.get("KAFKETTE_BENCH_SECONDS", "6"))
 RECORD_SIZE = 100
@@ -43,27 +44,11 @@ PRODUCE_VERSION = 9
 FETCH_VERSION = 12
 
 
-def _read_frame(sock: socket.socket) -> bytes:
-    hdr = _recv_exact(sock, 4)
-    (n,) = struct.unpack(">i", hdr)
-    return _recv_exact(sock, n)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if k == 0:
-            raise ConnectionError("closed")
-        got += k
-    return bytes(buf)
 
 
 def _request(sock: socket.socket, api_key: int, version: int, body: object, corr: int = 1) -> object:
     sock.sendall(encode_request(api_key, version, corr, "bench", body))
-    return decode_response(api_key, version, _read_frame(sock))[1]
+    return decode_response(api_key, version, bu.recv_frame(sock))[1]
 
 
 def _connect(addr: tuple[str, int]) -> socket.socket:
@@ -97,7 +82,7 @@ def _produce_worker(addr: tuple[str, int], topic: str, partition: int, acks: int
             sent += 1
         if inflight == 0:
             break
-        resp = decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, _read_frame(sock))[1]
+        resp = decode_response(ApiKey.PRODUCE, PRODUCE_VERSION, bu.recv_frame(sock))[1]
         inflight -= 1
         if resp.responses[0].partition_responses[0].error_code == 0:  # type: ignore[attr-defined]
             acked += 1
@@ -182,7 +167,9 @@ def _create_topic(addr: tuple[str, int], topic: str, partitions: int, rf: int, c
     mt = request_type(ApiKey.CREATE_TOPICS)
     body = mt(topics=[mt.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=rf, configs=[
         mt.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])], timeout_ms=30000)
-    with _connect(addr) as s:
+    # To the active controller: any other broker answers NOT_CONTROLLER, as Kafka does.
+    host, port = controller_bootstrap(f"{addr[0]}:{addr[1]}").rsplit(":", 1)
+    with _connect((host, int(port))) as s:
         resp = _request(s, ApiKey.CREATE_TOPICS, 7, body)
     code = resp.topics[0].error_code  # type: ignore[attr-defined]
     if code not in (0, 36):

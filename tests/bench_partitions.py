@@ -52,6 +52,7 @@ from typing import Any
 from clients.devcluster import LocalCluster
 from protocol.api_versions import ApiKey
 from protocol.messages import decode_response, encode_request, new_request, request_type
+from tests import benchmark_clients_support as bu
 from tests.integration.helpers import RawClient
 from tests.integration.partition_records import (
     View,
@@ -142,7 +143,7 @@ def metadata_latencies(bootstrap: str, expect_partitions: int) -> list[float]:
                 include_topic_authorized_operations=False))
             t0 = time.perf_counter()
             sock.sendall(frame)
-            last = _recv_frame(sock)
+            last = bu.recv_frame(sock)
             if i >= METADATA_WARMUP:
                 times.append(time.perf_counter() - t0)
     _, md = decode_response(ApiKey.METADATA, 12, last)
@@ -151,21 +152,6 @@ def metadata_latencies(bootstrap: str, expect_partitions: int) -> list[float]:
     return times
 
 
-def _recv_frame(sock: socket.socket) -> bytes:
-    head = _recv_exact(sock, 4)
-    return _recv_exact(sock, struct.unpack(">i", head)[0])
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if not k:
-            raise ConnectionError("connection closed")
-        got += k
-    return bytes(buf)
 
 
 # ---------------------------------------------------------------------------------------------------

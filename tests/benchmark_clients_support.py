@@ -1,6 +1,7 @@
 """Helpers shared by the side-by-side benchmarks: broker CPU seconds from /proc, Kafka's own performance
 tools (ProducerPerformance, ConsumerPerformance, EndToEndLatency from the 3.9.1 jars) and the parsing
-of what they print, topic creation that waits for full ISRs, medians and ratios. Not named
+of what they print, topic creation that waits for full ISRs, medians and ratios, and reading one
+response frame off a blocking socket (raw-protocol timings). Not named
 ``bench_*``: ``make bench`` runs every such module as a benchmark.
 """
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import statistics
+import struct
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -48,6 +51,27 @@ def git_commit() -> str:
                               ).stdout.strip() or "unknown"
     except OSError:
         return "unknown"
+
+
+# --- raw protocol ---------------------------------------------------------------------------------
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed response frame from a blocking socket (without the size)."""
+    (n,) = struct.unpack(">i", _recv_exact(sock, 4))
+    return _recv_exact(sock, n)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            raise ConnectionError("connection closed")
+        got += k
+    return bytes(buf)
 
 
 # --- Kafka's performance tools --------------------------------------------------------------------
