@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
 from storage.log import AppendInfo, PartitionLog
@@ -64,6 +64,8 @@ class Partition:
     # The copy of this replica being made in another log dir (AlterReplicaLogDirs, KIP-113), which replaces
     # ``log`` once caught up: broker/alter_log_dirs.py.
     future_log: PartitionLog | None = None
+    # ReplicaManager's LogValidator settings for produce, built from ``config`` (and kept with it).
+    produce_validation: tuple[Any, Any, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_leader(self) -> bool:

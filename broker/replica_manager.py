@@ -406,12 +406,17 @@ class ReplicaManager:
         if records is None:
             raise PartitionError(ErrorCode.CORRUPT_MESSAGE, "null records")
         cfg = p.config
-        kwargs = dict(
-            topic_partition=f"{tp[0]}-{tp[1]}", max_message_bytes=cfg.max_message_bytes,
-            timestamp_type=cfg.message_timestamp_type, before_max_ms=cfg.message_timestamp_before_max_ms,
-            after_max_ms=cfg.message_timestamp_after_max_ms, now_ms=now, compacted=cfg.compact,
-            max_decompressed_bytes=max(cfg.max_message_bytes, self.config.get("fetch.max.bytes")),
-            version=version)
+        fetch_max_bytes = self.config.get("fetch.max.bytes")
+        cached = p.produce_validation
+        if cached is None or cached[0] is not cfg or cached[1] != fetch_max_bytes:
+            # What LogValidator needs from the topic's config, built once per config (each change
+            # installs a new LogConfig object) rather than read attribute by attribute per request.
+            cached = p.produce_validation = (cfg, fetch_max_bytes, dict(
+                topic_partition=f"{tp[0]}-{tp[1]}", max_message_bytes=cfg.max_message_bytes,
+                timestamp_type=cfg.message_timestamp_type, before_max_ms=cfg.message_timestamp_before_max_ms,
+                after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
+                max_decompressed_bytes=max(cfg.max_message_bytes, fetch_max_bytes)))
+        kwargs = dict(cached[2], now_ms=now, version=version)
         try:
             if _validate_off_loop(records):
                 # Big batches: decompression runs without the GIL, and so does the compiled record

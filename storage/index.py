@@ -305,8 +305,11 @@ class _Index:
         pos = self._entries * self.ENTRY_SIZE
         if pos + self.ENTRY_SIZE > self._length:
             raise ValueError(f"index {self.path} is full ({self._entries} entries)")
-        with writer.use() as fd:
+        fd = writer.acquire()
+        try:
             written = os.pwrite(fd, data, pos)
+        finally:
+            writer.release()
         self._unsynced = True
         if written != len(data):
             raise OSError(f"short index write to {self.path}")
@@ -343,9 +346,10 @@ class OffsetIndex(_Index):
         return self.base_offset + rel, pos
 
     def append(self, offset: int, position: int) -> None:
-        n = self.entries
-        if n and offset <= self.last_offset:
-            raise ValueError(f"offset {offset} not above last index offset {self.last_offset} in {self.path}")
+        if self.entries:
+            last = self.last_offset
+            if offset <= last:
+                raise ValueError(f"offset {offset} not above last index offset {last} in {self.path}")
         self._write_entry(_OFFSET_ENTRY.pack(self._relative(offset), position))
 
     def lookup(self, target_offset: int) -> tuple[int, int]:

@@ -179,6 +179,7 @@ class PartitionLog:
         self.dir_path = os.path.abspath(dir_path)
         self.topic, self.partition = parse_partition_dir(os.path.basename(self.dir_path))
         self.config = config
+        self._limits_cache: tuple[Any, tuple[int, int, int, int]] | None = None
         self.clock = clock
         self.io_error_handler = io_error_handler
         self._lock = threading.RLock()
@@ -218,6 +219,21 @@ class PartitionLog:
     def update_config(self, config: Any) -> None:
         with self._lock:
             self.config = config
+
+    def _append_limits(self) -> tuple[int, int, int, int]:
+        """(max.message.bytes, segment.bytes, segment.ms, flush.messages), read once per config.
+
+        Every append needs them; a LogConfig is immutable (a change installs a new one), so they are
+        kept until ``self.config`` is another object. Plain dicts (tests) are read each time."""
+        config = self.config
+        cached = self._limits_cache
+        if cached is not None and cached[0] is config:
+            return cached[1]
+        limits = (int(config_value(config, "max_message_bytes")), int(config_value(config, "segment_bytes")),
+                  int(config_value(config, "segment_ms")), int(config_value(config, "flush_messages")))
+        if config is not None and not isinstance(config, dict):
+            self._limits_cache = (config, limits)
+        return limits
 
     # ================================================================================ properties
     @property
@@ -579,8 +595,7 @@ class PartitionLog:
             raise CorruptRecordError(str(e)) from e
         if not headers:
             raise CorruptRecordError("append of zero batches")
-        max_message_bytes = int(config_value(self.config, "max_message_bytes"))
-        segment_bytes = int(config_value(self.config, "segment_bytes"))
+        max_message_bytes, segment_bytes, segment_ms, flush_messages = self._append_limits()
         for h in headers:
             if h.size > max_message_bytes:
                 raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {max_message_bytes}")
@@ -643,7 +658,7 @@ class PartitionLog:
                     max_ts, offset_of_max = h.max_timestamp, h.last_offset
             t = self.clock() if now is None else now
             try:
-                seg = self._maybe_roll(len(mv), max_ts, first_offset, last_offset, t)
+                seg = self._maybe_roll(len(mv), max_ts, first_offset, last_offset, t, segment_bytes, segment_ms)
                 seg.append(mv, last_offset, max_ts, offset_of_max)
             except OSError as e:
                 raise self._io_failure(e, "append to") from e
@@ -660,7 +675,7 @@ class PartitionLog:
                 if h.producer_id >= 0:
                     self._apply_producer_state(h, mv[h.position : h.position + h.size] if h.is_control else None, seg)
             ps.map_end_offset = self._leo
-            if self._leo - self._recovery_point >= int(config_value(self.config, "flush_messages")):
+            if self._leo - self._recovery_point >= flush_messages:
                 self.flush()
             return AppendInfo(first_offset, last_offset, max_ts, offset_of_max, log_append_time_ms,
                               self._log_start_offset, count, len(mv))
@@ -721,11 +736,12 @@ class PartitionLog:
             return self.leader_epoch_cache.end_offset_for(epoch, self._leo)
 
     # ================================================================================ roll
-    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
+    def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int, now: int,
+                    segment_bytes: int, segment_ms: int) -> LogSegment:
         seg = self._segments[-1]
         if seg.should_roll(
-            segment_bytes=int(config_value(self.config, "segment_bytes")),
-            segment_ms=int(config_value(self.config, "segment_ms")),
+            segment_bytes=segment_bytes,
+            segment_ms=segment_ms,
             now_ms=now,
             append_size=size,
             max_timestamp=max_ts,

@@ -238,17 +238,21 @@ class LogSegment:
             self._rolling_ts = largest_timestamp
         total = len(data)
         written = 0
-        with self.file.use() as fd:
-            try:
-                while written < total:
-                    written += os.pwrite(fd, data[written:] if written else data, position + written)
-            except BaseException:
-                if written:
-                    try:
-                        os.ftruncate(fd, position)
-                    except OSError:
-                        pass
-                raise
+        # acquire/release rather than the ``use()`` context manager: this runs once per produce request.
+        handle = self.file
+        fd = handle.acquire()
+        try:
+            while written < total:
+                written += os.pwrite(fd, data[written:] if written else data, position + written)
+        except BaseException:
+            if written:
+                try:
+                    os.ftruncate(fd, position)
+                except OSError:
+                    pass
+            raise
+        finally:
+            handle.release()
         self.size = position + total
         self._unsynced = True
         self._next_offset = largest_offset + 1

@@ -123,6 +123,7 @@ class TlsConnection(Connection):
     # -- transport ----------------------------------------------------------------------------------
 
     async def _readable(self) -> None:
+        self._waited = True
         fut: asyncio.Future[None] = self.loop.create_future()
 
         def ready() -> None:
