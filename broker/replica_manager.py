@@ -415,8 +415,10 @@ class ReplicaManager:
                 topic_partition=f"{tp[0]}-{tp[1]}", max_message_bytes=cfg.max_message_bytes,
                 timestamp_type=cfg.message_timestamp_type, before_max_ms=cfg.message_timestamp_before_max_ms,
                 after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
-                max_decompressed_bytes=max(cfg.max_message_bytes, fetch_max_bytes)))
+                max_decompressed_bytes=max(cfg.max_message_bytes, fetch_max_bytes)),
+                cfg.compression_type, cfg.message_timestamp_type)
         kwargs = dict(cached[2], now_ms=now, version=version)
+        compression_type, timestamp_type = cached[3], cached[4]
         try:
             if _validate_off_loop(records):
                 # Big batches: decompression runs without the GIL, and so does the compiled record
@@ -432,7 +434,7 @@ class ReplicaManager:
             # Kafka answers any unexpected failure of an append with UNKNOWN_SERVER_ERROR.
             log.exception("validating a produce to %s-%s failed unexpectedly", tp[0], tp[1])
             raise ValidationError(ErrorCode.UNKNOWN_SERVER_ERROR, f"unexpected {type(e).__name__}") from None
-        target = needs_recompression(vb.batch, cfg.compression_type)
+        target = needs_recompression(vb.batch, compression_type)
         if target is None and vb.needs_rebuild:
             # Inner offsets that do not run 0..n-1 in a batch Kafka meant to keep as it is: Kafka
             # decides to rebuild it only after reading its records without keys and values, and the
@@ -443,9 +445,9 @@ class ReplicaManager:
             vb.data = memoryview(bytearray(await asyncio.get_running_loop().run_in_executor(
                 None, _recompress, vb.batch, target)))
             vb.batch = BatchView(vb.data)
-        stamp_for_append(vb, timestamp_type=cfg.message_timestamp_type, now_ms=now)
+        stamp_for_append(vb, timestamp_type=timestamp_type, now_ms=now)
         data = vb.data
-        log_append_time = now if cfg.message_timestamp_type == "LogAppendTime" else -1
+        log_append_time = now if timestamp_type == "LogAppendTime" else -1
         try:
             info = p.append_as_leader(data, acks, log_append_time)
         except StorageError as e:
