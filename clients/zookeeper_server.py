@@ -15,8 +15,10 @@ can ask for short sessions while brokers keep Kafka's default ``zookeeper.sessio
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -32,11 +34,40 @@ CONF_DIR = "/etc/zookeeper/conf_example"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
 
+# Ports handed out by free_port(), the most recent first: a process never gets one twice in a row of
+# _RECENT_PORTS, so two servers it starts one after the other cannot be told the same port.
+_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=1000)
+_FREE_PORT_RANGE = (27000, 32768)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (ZooKeeper cannot bind port 0 and report it)."""
+    """A TCP port nobody uses right now, for a server to bind soon after (ZooKeeper cannot bind port 0
+    and report it).
+
+    It comes from below Linux's ephemeral range (32768 and up by default): a port the kernel picks for
+    ``bind(0)`` is one it also gives to outgoing connections, so between this call and the server's
+    bind a client connection can take it, and the server fails with "address already in use". Below
+    the range only another free_port() caller can, so the port is checked free on every address (a
+    server binds 0.0.0.0) and not handed out again soon. Fixed-port clusters use ports under 27000."""
+    low, high = _FREE_PORT_RANGE
+    with contextlib.suppress(OSError, ValueError):
+        high = min(high, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]))
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(low, high)
+        if port in _RECENT_PORTS:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0" if host in ("127.0.0.1", "localhost", "0.0.0.0") else host, port))
+            except OSError:
+                continue
+        _RECENT_PORTS.appendleft(port)
+        return port
+    # Every port tried is busy (or the ephemeral range starts lower): let the kernel choose.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def four_letter_word(host: str, port: int, word: str = "srvr", timeout: float = 1.0) -> str:
