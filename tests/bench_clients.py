@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from tests import benchmark_clients_support as bu
 
@@ -151,9 +152,11 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, acks: str) -> dict
     return {"records": delivered, "failed": failed, "seconds": elapsed}
 
 
-def rdkafka_consume(bootstrap: str, topic: str, records: int, group: str) -> dict[str, float]:
+def rdkafka_consume(bootstrap: str, topic: str, records: int, group: str) -> dict[str, Any]:
     """Reads ``records`` records from the beginning in a new group. The clock starts when the group
-    assigns the partitions, as ConsumerPerformance's fetch rate excludes the join."""
+    assigns the partitions, as ConsumerPerformance's fetch rate excludes the join. ``marks``: the
+    seconds from the assignment at each 100,000th record (they show librdkafka's pauses of
+    fetch.queue.backoff.ms when its queue is over queued.min.messages; BENCHMARKS.md)."""
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     assigned: list[float] = []
@@ -161,6 +164,7 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int, group: str) -> dic
                          "enable.auto.commit": False})
     consumer.subscribe([topic], on_assign=lambda _c, _partitions: assigned.append(time.perf_counter()))
     count = 0
+    marks: list[float] = []
     deadline = time.monotonic() + 300
     try:
         while count < records:
@@ -172,20 +176,22 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int, group: str) -> dic
                     count += 1
                 elif err.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(err)
+            while count >= (len(marks) + 1) * 100_000:
+                marks.append(round(time.perf_counter() - assigned[0], 3))
         elapsed = time.perf_counter() - assigned[0]
     finally:
         consumer.close()
-    return {"records": count, "seconds": elapsed}
+    return {"records": count, "seconds": elapsed, "marks": marks}
 
 
-def _rdkafka(command: str, *args: str) -> dict[str, float]:
+def _rdkafka(command: str, *args: str) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-m", "tests.bench_clients", command, *args], capture_output=True,
                           text=True, timeout=900, cwd=_repo_root())
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"librdkafka {command} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
                            f"{proc.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(lines[-1])
+    result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
