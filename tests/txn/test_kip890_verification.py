@@ -577,8 +577,11 @@ def _txn_offset_commit_scenario(bootstrap: str, topic: str, group: str, txn_id: 
     """TxnOffsetCommit v0-v4 before AddOffsetsToTxn, then after it, and what each left behind."""
     with WireClient(bootstrap) as admin:
         admin.create_topic(topic, 1, 1)
-    with RawClient(bootstrap) as raw:
-        wait_until(lambda: raw.leaders(topic) == 1, 30, f"the leader of {topic}")
+    # The group coordinator answers TxnOffsetCommit from its own metadata: until UpdateMetadata has
+    # reached it, the topic is UNKNOWN_TOPIC_OR_PARTITION there, whatever the bootstrap broker knows.
+    _, coordinator = _group_coordinator(bootstrap, group)
+    with RawClient(coordinator) as raw:
+        wait_until(lambda: raw.leaders(topic) == 1, 30, f"the coordinator to know the leader of {topic}")
     offsets_partition = _offsets_partition(bootstrap, group)
     out: dict[str, Any] = {}
     t = Txn(bootstrap, txn_id)
