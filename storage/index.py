@@ -331,6 +331,8 @@ class OffsetIndex(_Index):
     ENTRY_SIZE = 8
     _entry = _OFFSET_ENTRY
     _key_struct = struct.Struct(">i")
+    # (entry count, offset) just after this index's last append(); see append().
+    _appended: tuple[int, int] | None = None
 
     def _key_at(self, slot: int) -> int:
         key: int = _OFFSET_ENTRY.unpack_from(self._mapping(), slot * 8)[0]
@@ -346,11 +348,17 @@ class OffsetIndex(_Index):
         return self.base_offset + rel, pos
 
     def append(self, offset: int, position: int) -> None:
-        if self.entries:
-            last = self.last_offset
+        n = self.entries
+        if n:
+            # The offset this index last appended, while it is still the last entry (a truncation or
+            # reload changes the count): reading it back through the mapping costs a page fault per
+            # index file touched, which adds up when a request appends to hundreds of partitions.
+            cached = self._appended
+            last = cached[1] if cached is not None and cached[0] == n else self.last_offset
             if offset <= last:
                 raise ValueError(f"offset {offset} not above last index offset {last} in {self.path}")
         self._write_entry(_OFFSET_ENTRY.pack(self._relative(offset), position))
+        self._appended = (self._entries, offset)
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """(offset, position) of the largest entry with offset <= target, else (base offset, 0)."""

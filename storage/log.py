@@ -179,7 +179,7 @@ class PartitionLog:
         self.dir_path = os.path.abspath(dir_path)
         self.topic, self.partition = parse_partition_dir(os.path.basename(self.dir_path))
         self.config = config
-        self._limits_cache: tuple[Any, tuple[int, int, int, int]] | None = None
+        self._limits_cache: tuple[Any, tuple[int, int, int, int, int]] | None = None
         self.clock = clock
         self.io_error_handler = io_error_handler
         self._lock = threading.RLock()
@@ -220,8 +220,8 @@ class PartitionLog:
         with self._lock:
             self.config = config
 
-    def _append_limits(self) -> tuple[int, int, int, int]:
-        """(max.message.bytes, segment.bytes, segment.ms, flush.messages), read once per config.
+    def _append_limits(self) -> tuple[int, int, int, int, int]:
+        """(max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms), read once per config.
 
         Every append needs them; a LogConfig is immutable (a change installs a new one), so they are
         kept until ``self.config`` is another object. Plain dicts (tests) are read each time."""
@@ -230,7 +230,8 @@ class PartitionLog:
         if cached is not None and cached[0] is config:
             return cached[1]
         limits = (int(config_value(config, "max_message_bytes")), int(config_value(config, "segment_bytes")),
-                  int(config_value(config, "segment_ms")), int(config_value(config, "flush_messages")))
+                  int(config_value(config, "segment_ms")), int(config_value(config, "flush_messages")),
+                  int(config_value(config, "flush_ms")))
         if config is not None and not isinstance(config, dict):
             self._limits_cache = (config, limits)
         return limits
@@ -595,7 +596,7 @@ class PartitionLog:
             raise CorruptRecordError(str(e)) from e
         if not headers:
             raise CorruptRecordError("append of zero batches")
-        max_message_bytes, segment_bytes, segment_ms, flush_messages = self._append_limits()
+        max_message_bytes, segment_bytes, segment_ms, flush_messages, _flush_ms = self._append_limits()
         for h in headers:
             if h.size > max_message_bytes:
                 raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {max_message_bytes}")
@@ -1115,6 +1116,18 @@ class PartitionLog:
             self._recovery_point = max(self._recovery_point, target)
             self._last_flush_ms = self.clock()
 
+    def tick_due(self, now: int) -> bool:
+        """Whether :meth:`tick` has anything to do at ``now``: a flush after a roll or for ``flush.ms``,
+        or segment files whose deletion delay has passed. Reads attributes only, so the owner can ask
+        every log every second and tick the few that answer yes."""
+        if self._roll_flush_upto is not None:
+            return True
+        pending = self._pending_deletes
+        if pending and min(d for d, _ in pending) <= now:
+            return True
+        flush_ms = self._append_limits()[4]
+        return flush_ms < _LONG_MAX and now - self._last_flush_ms >= flush_ms and self._leo > self._recovery_point
+
     def tick(self, now: int | None = None) -> None:
         """Periodic work the owner calls: flush after a roll or ``flush.ms``, delete expired files."""
         t = self.clock() if now is None else now
@@ -1123,7 +1136,7 @@ class PartitionLog:
         if self._roll_flush_upto is not None:
             upto, self._roll_flush_upto = self._roll_flush_upto, None
             self.flush(upto)
-        flush_ms = int(config_value(self.config, "flush_ms"))
+        flush_ms = self._append_limits()[4]
         if flush_ms < _LONG_MAX and t - self._last_flush_ms >= flush_ms and self._leo > self._recovery_point:
             self.flush()
         self.delete_pending_segments(t)
