@@ -21,10 +21,8 @@ import contextlib
 import fcntl
 import json
 import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -37,6 +35,7 @@ import pytest
 
 from clients.pipeline import results
 from clients.pipeline.generate_events import PageView, parse_time_ms
+from clients.zookeeper_server import free_port
 from tests.cluster.helpers import Admin, KafkaPythonProducer, read_all, verify
 from tests.integration.helpers import unique, wait_until
 from tests.spark import expected
@@ -51,23 +50,6 @@ KCAT = shutil.which("kcat") or "kcat"
 LOCAL_IMAGES = ("localhost/kafkette:latest", "localhost/kafkette-pipeline:latest",
                 "localhost/kafkette-zookeeper:3.8", "localhost/kafkette-prometheus:latest")
 BASE_IMAGE = "localhost/debian-base:bookworm"
-
-
-def free_low_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports below 32768 (outside Linux's ephemeral range) that nobody listens on."""
-    ports: list[int] = []
-    rng = random.Random()
-    while len(ports) < n:
-        port = rng.randrange(20000, 32000)
-        if port in ports:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-        ports.append(port)
-    return ports
 
 
 def local_image_env() -> dict[str, str]:
@@ -160,7 +142,7 @@ class Stack:
 def new_stack(project: str, *files: str) -> Stack:
     """Host ports below 32768, free now, and the local images' names, as the compose file's variables."""
     ports = dict(zip((*BROKERS, "broker-1-metrics", "broker-2-metrics", "broker-3-metrics", "zookeeper",
-                      "prometheus", "grafana"), free_low_ports(9), strict=True))
+                      "prometheus", "grafana"), (free_port() for _ in range(9)), strict=True))
     env = {**os.environ, **local_image_env(), "CONTAINERS_CONF": str(REPO / "deploy/containers.conf"),
            "KAFKETTE_ZOOKEEPER_PORT": str(ports["zookeeper"]),
            "KAFKETTE_PROMETHEUS_PORT": str(ports["prometheus"]),
