@@ -6,9 +6,14 @@ Both big endian, relative to the segment's base offset, sorted ascending, preall
 ``segment.index.bytes`` (rounded down to a whole entry) while the segment is active and trimmed to the
 valid entries when it is rolled or closed.
 
-Reads go through a shared mmap of the file; appends go through ``os.pwrite`` on the same file, so a full
-disk surfaces as ENOSPC on the write instead of SIGBUS on a page fault. Indexes of inactive segments are
-opened lazily on first use and keep no file descriptor, only the mapping.
+Reads go through a shared mmap of the file. The active segment's indexes are mapped writable and an
+append is a store into the mapping, as Kafka's MappedByteBuffer put: no system call per entry. The file
+is preallocated sparse, and a store into a hole would make the kernel find a block at page-fault time,
+where a full disk is SIGBUS, which kills the process. So the blocks under the next entry are allocated
+with ``posix_fallocate`` first, once per page, where a full disk is ENOSPC and the entry is skipped (the
+index is sparse, lookups stay correct). Where a writable mapping cannot be made, appends fall back to
+``os.pwrite``. Indexes of inactive segments are opened lazily on first use and keep no file descriptor,
+only the mapping.
 """
 
 from __future__ import annotations
@@ -35,13 +40,22 @@ _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _PROT_READ = 1
+_PROT_WRITE = 2
 _MAP_SHARED = 1
 _MAP_FAILED = ctypes.c_void_p(-1).value
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def map_read_only(fd: int, length: int) -> Any:
     """A read-only MAP_SHARED mapping of ``fd`` as a ctypes char array (supports the buffer protocol)."""
-    addr = _libc.mmap(None, length, _PROT_READ, _MAP_SHARED, fd, 0)
+    return map_shared(fd, length, writable=False)
+
+
+def map_shared(fd: int, length: int, *, writable: bool) -> Any:
+    """A MAP_SHARED mapping of ``fd`` as a ctypes char array (supports the buffer protocol); stores into
+    a writable one change the file. ``fd`` must be open for writing then."""
+    prot = _PROT_READ | _PROT_WRITE if writable else _PROT_READ
+    addr = _libc.mmap(None, length, prot, _MAP_SHARED, fd, 0)
     if addr is None or addr == _MAP_FAILED:
         err = ctypes.get_errno()
         raise OSError(err, f"mmap failed: {os.strerror(err)}")
@@ -87,10 +101,17 @@ class _Index:
         self.max_index_size = max_index_size
         self._preallocate = preallocate
         self._loaded = False
-        # Writes of the active segment's index go through a cached handle (closed when idle, like
-        # any segment file); reads use the mapping, which needs no descriptor.
+        # The active segment's index keeps a cached handle (closed when idle, like any segment file) for
+        # what a store into the mapping cannot do: allocating blocks, resizing, fsync. Reads and appends
+        # use the mapping, which needs no descriptor.
         self._writer: FileHandle | None = None
         self._mm: Any = None
+        # Whether self._mm takes stores, and up to which byte the file's blocks are known allocated (a
+        # store beyond it allocates first; see the module docstring).
+        self._mm_writable = False
+        self._allocated = 0
+        # False once a writable mapping failed on this file's filesystem: appends use pwrite.
+        self._map_writes = True
         self._length = 0
         self._entries = 0
         self._closed = False
@@ -117,6 +138,9 @@ class _Index:
                 os.ftruncate(fd, size)
             self._entries = 0 if fresh else self._round(size) // self.ENTRY_SIZE
             self._length = size
+            # Nothing is assumed allocated: after a crash the file is at its preallocated size with holes
+            # past the entries it had. The first store of each page allocates it (a no-op where it is).
+            self._allocated = 0
             self._map(fd)
         self._loaded = True
         if self._writable:
@@ -131,16 +155,29 @@ class _Index:
         # Called under the LRU lock: drop the mapping (readers holding it keep it alive until done).
         if self._writer is None and self._loaded:
             self._mm = None
+            self._mm_writable = False
             self._loaded = False
 
     def _after_load(self) -> None:
         pass
 
     def _map(self, fd: int) -> None:
-        self._mm = map_read_only(fd, self._length) if self._length > 0 else None
+        self._mm_writable = False
+        if self._length <= 0:
+            self._mm = None
+            return
+        if self._writable and self._map_writes:
+            try:
+                self._mm = map_shared(fd, self._length, writable=True)
+                self._mm_writable = True
+                return
+            except OSError:
+                self._map_writes = False
+        self._mm = map_read_only(fd, self._length)
 
     def _unmap(self) -> None:
         self._mm = None  # munmap happens when no lookup holds the mapping any more
+        self._mm_writable = False
 
     def _ensure_writer(self) -> FileHandle:
         self._load()
@@ -173,6 +210,7 @@ class _Index:
             os.ftruncate(fd, rounded)
             self._length = rounded
             self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
+            self._allocated = min(self._allocated, rounded)
             self._map(fd)
         self._unsynced = True
         return True
@@ -300,19 +338,46 @@ class _Index:
                 lo = mid + 1
         return lo
 
-    def _write_entry(self, data: bytes) -> None:
+    def _write_entry(self, key: int, value: int) -> None:
+        """Append the entry (key, value) after the last one."""
+        size = self.ENTRY_SIZE
+        pos = self._entries * size
+        end = pos + size
+        # The common case first: the active index, mapped writable, with its next entry's blocks allocated.
+        if self._mm_writable and end <= self._allocated and self._writer is not None:
+            self._entry.pack_into(self._mm, pos, key, value)
+            self._unsynced = True
+            self._entries += 1
+            return
         writer = self._ensure_writer()
-        pos = self._entries * self.ENTRY_SIZE
-        if pos + self.ENTRY_SIZE > self._length:
+        pos = self._entries * size
+        end = pos + size
+        if end > self._length:
             raise ValueError(f"index {self.path} is full ({self._entries} entries)")
-        fd = writer.acquire()
-        try:
-            written = os.pwrite(fd, data, pos)
-        finally:
-            writer.release()
+        if self._writable and self._map_writes and not self._mm_writable:
+            # Made writable after it was loaded (a segment active again): map it for stores.
+            with writer.use() as fd:
+                self._unmap()
+                self._map(fd)
+        if self._mm_writable:
+            if end > self._allocated:
+                start = pos - pos % _PAGE
+                stop = min(-(-end // _PAGE) * _PAGE, self._length)
+                with writer.use() as fd:
+                    os.posix_fallocate(fd, start, stop - start)
+                self._allocated = stop
+            self._entry.pack_into(self._mm, pos, key, value)
+        else:
+            data = self._entry.pack(key, value)
+            fd = writer.acquire()
+            try:
+                written = os.pwrite(fd, data, pos)
+            finally:
+                writer.release()
+            if written != len(data):
+                self._unsynced = True
+                raise OSError(f"short index write to {self.path}")
         self._unsynced = True
-        if written != len(data):
-            raise OSError(f"short index write to {self.path}")
         self._entries += 1
 
     def _relative(self, offset: int) -> int:
@@ -348,7 +413,9 @@ class OffsetIndex(_Index):
         return self.base_offset + rel, pos
 
     def append(self, offset: int, position: int) -> None:
-        n = self.entries
+        if not self._loaded:
+            self._load()
+        n = self._entries
         if n:
             # The offset this index last appended, while it is still the last entry (a truncation or
             # reload changes the count): reading it back through the mapping costs a page fault per
@@ -357,7 +424,7 @@ class OffsetIndex(_Index):
             last = cached[1] if cached is not None and cached[0] == n else self.last_offset
             if offset <= last:
                 raise ValueError(f"offset {offset} not above last index offset {last} in {self.path}")
-        self._write_entry(_OFFSET_ENTRY.pack(self._relative(offset), position))
+        self._write_entry(self._relative(offset), position)
         self._appended = (self._entries, offset)
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
@@ -448,8 +515,9 @@ class TimeIndex(_Index):
         return ts, self.base_offset + rel
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
-        self._load()
-        if not skip_full_check and self.is_full():
+        if not self._loaded:
+            self._load()
+        if not skip_full_check and self._entries >= self._length // 12 - 1:  # is_full()
             raise ValueError(f"time index {self.path} is full")
         last_ts, last_off = self._last_entry()
         if self._entries and offset < last_off:
@@ -457,7 +525,7 @@ class TimeIndex(_Index):
         if timestamp > last_ts:
             if self._entries * 12 + 12 > self._length:
                 self.resize(self._entries * 12 + 12)
-            self._write_entry(_TIME_ENTRY.pack(timestamp, self._relative(offset)))
+            self._write_entry(timestamp, self._relative(offset))
             self._last = (timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
