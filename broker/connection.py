@@ -93,6 +93,9 @@ class Connection:
         # The receive primitive, (sock, buffer) -> bytes received (0 at EOF); TLS connections put
         # theirs here. Each sets _waited when it had to wait for the loop (see serve()).
         self._recv_into: Callable[[socket.socket, memoryview], Awaitable[int]] = self._plain_recv_into
+        # Whether the rest of a request and the start of the next may be received together (a plain
+        # socket's recvmsg into two buffers; TLS records are decrypted by their own primitive).
+        self._scatter = True
         self._waited = True
         self._buf = bytearray(_READ_BUFFER)
         self._view = memoryview(self._buf)
@@ -189,14 +192,32 @@ class Connection:
         self._start += got
         while got < size:
             # Large frames are read straight into their own buffer, not through ours.
-            try:
-                n = await self._recv_into(self.sock, fview[got:])
-            except (ConnectionError, OSError) as e:
-                raise ConnectionClosed(f"{e} after {got} of {size} bytes of a request", mid_request=True) from None
+            n = -1
+            if self._scatter:
+                # Everything buffered belonged to this frame, so our buffer is empty: one receive takes
+                # the rest of the frame into its buffer and the start of the next request (a producer
+                # with requests in flight has it waiting) into ours. That is one receive per request
+                # where there were two, the size prefix of the next being already here.
+                self._start = self._end = 0
+                try:
+                    n = self.sock.recvmsg_into((fview[got:], self._view))[0]
+                except BlockingIOError:
+                    n = -1
+                except (ConnectionError, OSError) as e:
+                    raise ConnectionClosed(f"{e} after {got} of {size} bytes of a request",
+                                           mid_request=True) from None
+                if n > size - got:
+                    self._end = n - (size - got)
+            if n < 0:
+                try:
+                    n = await self._recv_into(self.sock, fview[got:])
+                except (ConnectionError, OSError) as e:
+                    raise ConnectionClosed(f"{e} after {got} of {size} bytes of a request",
+                                           mid_request=True) from None
             if n == 0:
                 raise ConnectionClosed(f"closed by peer after {got} of {size} bytes of a request",
                                        mid_request=True)
-            got += n
+            got += min(n, size - got)  # a scattered receive may have brought more (now in our buffer)
             self.stats.bytes_in += n
             self.last_active = time.monotonic()
         return fview

@@ -82,6 +82,7 @@ class TlsConnection(Connection):
         self.tls_sock: ssl.SSLSocket = self.sock
         self._handshake_timeout_s = handshake_timeout_s
         self._recv_into = self._tls_recv_into
+        self._scatter = False
         self.peer_dn: str | None = None  # the client certificate's subject (RFC 2253), when one was sent
 
     # -- handshake ----------------------------------------------------------------------------------
