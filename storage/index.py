@@ -285,7 +285,10 @@ class _Index:
         return self._length // self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        # entries >= max_entries, without the properties: asked by every append (should the segment roll).
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._length // self.ENTRY_SIZE
 
     def size_in_bytes(self) -> int:
         self._load()
@@ -502,7 +505,10 @@ class TimeIndex(_Index):
         return key
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries - 1
+        # One slot is kept for the entry a roll appends (Kafka's TimeIndex.isFull).
+        if not self._loaded:
+            self._load()
+        return self._entries >= self._length // 12 - 1
 
     @property
     def last_entry(self) -> tuple[int, int]:

@@ -33,8 +33,8 @@ from storage.batch_headers import (
     EPOCH_OFFSET,
     OFFSET_FIELD,
     BatchHeader,
+    buffer_headers,
     control_record,
-    iter_buffer_headers,
     read_headers,
 )
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
@@ -591,7 +591,7 @@ class PartitionLog:
         else:
             mv = memoryview(bytearray(records) if patch else records)
         try:
-            headers = list(iter_buffer_headers(mv))
+            headers = buffer_headers(mv)
         except ValueError as e:
             raise CorruptRecordError(str(e)) from e
         if not headers:
@@ -632,11 +632,12 @@ class PartitionLog:
                     pack_offset(mv, h.position, offset)
                     if leader_epoch is not None:
                         EPOCH_FIELD.pack_into(mv, h.position + EPOCH_OFFSET, leader_epoch)
-                    headers[i] = h = h._replace(
-                        base_offset=offset,
-                        partition_leader_epoch=leader_epoch if leader_epoch is not None else h.partition_leader_epoch,
-                    )
-                    offset = h.next_offset
+                    # h._replace(base_offset=..., partition_leader_epoch=...), built directly (once per
+                    # request: _replace goes through a dict and _make).
+                    headers[i] = h = BatchHeader(
+                        h.position, offset, h.batch_length,
+                        leader_epoch if leader_epoch is not None else h.partition_leader_epoch, *h[4:])
+                    offset += h.last_offset_delta + 1
             else:
                 if leader_epoch is not None:
                     for i, h in enumerate(headers):
