@@ -9,10 +9,11 @@ valid entries when it is rolled or closed.
 Reads go through a shared mmap of the file. The active segment's indexes are mapped writable and an
 append is a store into the mapping, as Kafka's MappedByteBuffer put: no system call per entry. The file
 is preallocated sparse, and a store into a hole would make the kernel find a block at page-fault time,
-where a full disk is SIGBUS, which kills the process. So the blocks under the next entry are allocated
-with ``posix_fallocate`` first, once per page, where a full disk is ENOSPC and the entry is skipped (the
-index is sparse, lookups stay correct). Where a writable mapping cannot be made, appends fall back to
-``os.pwrite``. Indexes of inactive segments are opened lazily on first use and keep no file descriptor,
+where a full disk is SIGBUS, which kills the process (as would a failed read of the page, on a disk
+that fails). So before the first store into a page, the rest of that page is written with zeros by
+``os.pwrite``, past the last entry: that allocates its block and puts the page in the page cache, and a
+full or failing disk is an OSError there, the entry then skipped (the index is sparse, lookups stay
+correct). Where a writable mapping cannot be made, appends fall back to ``os.pwrite``. Indexes of inactive segments are opened lazily on first use and keep no file descriptor,
 only the mapping.
 """
 
@@ -44,6 +45,7 @@ _PROT_WRITE = 2
 _MAP_SHARED = 1
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_ZEROS = bytes(2 * _PAGE)  # an entry may straddle two pages (12-byte time index entries)
 
 
 def map_read_only(fd: int, length: int) -> Any:
@@ -364,10 +366,19 @@ class _Index:
                 self._map(fd)
         if self._mm_writable:
             if end > self._allocated:
-                start = pos - pos % _PAGE
+                # Zeros from the entry to the end of its page (see the module docstring); past the last
+                # entry, nothing reads them.
                 stop = min(-(-end // _PAGE) * _PAGE, self._length)
-                with writer.use() as fd:
-                    os.posix_fallocate(fd, start, stop - start)
+                fd = writer.acquire()
+                try:
+                    done = pos
+                    while done < stop:  # a short write (the first page had room) is followed by the error
+                        n = os.pwrite(fd, memoryview(_ZEROS)[done - pos:stop - pos], done)
+                        if n <= 0:
+                            raise OSError(f"index write to {self.path} wrote nothing")
+                        done += n
+                finally:
+                    writer.release()
                 self._allocated = stop
             self._entry.pack_into(self._mm, pos, key, value)
         else:

@@ -1,8 +1,8 @@
 """The active index takes appends as stores into a writable mapping; a full disk must still be ENOSPC.
 
 A store into a hole of a sparse file makes the kernel find a block at page-fault time, and on a full
-filesystem that is SIGBUS, which would kill the broker. The index allocates the blocks under its next
-entry first, so a full disk is an OSError the segment answers by skipping the entry. The checks run in a
+filesystem that is SIGBUS, which would kill the broker. The index writes the rest of a page with zeros
+before its first store there, so a full disk is an OSError the segment answers by skipping the entry. The checks run in a
 child process so that a SIGBUS shows as that child's death, not as the test runner's.
 """
 
