@@ -1085,7 +1085,7 @@ class BrokerConfig:
     or as attributes (``config.log_segment_bytes``). Immutable; ``with_dynamic`` makes a new one.
     """
 
-    __slots__ = ("_layers", "_listener_layers", "originals", "unknown")
+    __slots__ = ("_layers", "_listener_layers", "originals", "unknown", "_values")
 
     def __init__(
         self,
@@ -1109,6 +1109,9 @@ class BrokerConfig:
         # Highest precedence first, matching _LAYER_SOURCES.
         layers = (MappingProxyType(per_broker), MappingProxyType(cluster), MappingProxyType(static))
         object.__setattr__(self, "_layers", layers)
+        # get()'s answers, kept: the object never changes (a dynamic update makes a new one), and the
+        # replication and produce paths ask for the same few configs on every request.
+        object.__setattr__(self, "_values", {})
         object.__setattr__(self, "originals", MappingProxyType(originals))
         object.__setattr__(self, "unknown", MappingProxyType(unknown))
         # listener.name.<listener>.<config> keys, per layer (highest precedence first): Kafka's
@@ -1150,11 +1153,17 @@ class BrokerConfig:
 
     def get(self, name: str) -> Any:
         """The effective typed value (None for an unset config without default)."""
-        defn = self._broker_def(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            pass
+        value = self._broker_def(name).default
         for layer in self._layers:
             if name in layer:
-                return layer[name]
-        return defn.default
+                value = layer[name]
+                break
+        self._values[name] = value
+        return value
 
     def listener_get(self, listener: str, name: str, mechanism: str | None = None) -> Any:
         """A config as one listener sees it: ``listener.name.<listener>.[<mechanism>.]<name>`` when

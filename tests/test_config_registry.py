@@ -570,6 +570,23 @@ def test_dynamic_layers_take_precedence() -> None:
     assert throttled.leader_replication_throttled_rate == 1_048_576
 
 
+def test_a_value_read_before_a_dynamic_update_is_not_kept_past_it() -> None:
+    # get() keeps its answers per object: the update makes a new object, which answers afresh.
+    static = BrokerConfig({"log.retention.ms": "1000"})
+    assert static.get("log.retention.ms") == 1000
+    assert static.get("leader.replication.throttled.rate") == 2**63 - 1
+    updated = static.with_dynamic(dynamic_broker={"log.retention.ms": "3000",
+                                                  "leader.replication.throttled.rate": "1048576"})
+    assert updated.get("log.retention.ms") == 3000
+    assert updated.get("leader.replication.throttled.rate") == 1_048_576
+    assert updated.leader_replication_throttled_rate == 1_048_576
+    assert static.get("log.retention.ms") == 1000  # the old object is unchanged
+    with pytest.raises(KeyError):
+        updated.get("retention.ms")  # a topic-only name still raises, asked twice
+    with pytest.raises(KeyError):
+        updated.get("retention.ms")
+
+
 def test_dynamic_update_rules() -> None:
     with pytest.raises(ConfigError, match="log.retention.hours"):
         BrokerConfig(dynamic_broker={"log.retention.hours": "1"})  # read-only
