@@ -13,8 +13,8 @@ where a full disk is SIGBUS, which kills the process (as would a failed read of 
 that fails). So before the first store into a page, the rest of that page is written with zeros by
 ``os.pwrite``, past the last entry: that allocates its block and puts the page in the page cache, and a
 full or failing disk is an OSError there, the entry then skipped (the index is sparse, lookups stay
-correct). Where a writable mapping cannot be made, appends fall back to ``os.pwrite``. Indexes of inactive segments are opened lazily on first use and keep no file descriptor,
-only the mapping.
+correct). Where a writable mapping cannot be made, appends fall back to ``os.pwrite``. Indexes of
+inactive segments are opened lazily on first use and keep no file descriptor, only the mapping.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class _Index:
             self._entries = 0 if fresh else self._round(size) // self.ENTRY_SIZE
             self._length = size
             # Nothing is assumed allocated: after a crash the file is at its preallocated size with holes
-            # past the entries it had. The first store of each page allocates it (a no-op where it is).
+            # past the entries it had. The first store into each page writes the page first (see above).
             self._allocated = 0
             self._map(fd)
         self._loaded = True
