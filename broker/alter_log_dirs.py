@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from broker.replication_quota import INT64_MAX, ReplicationQuota
 from config.registry import REGISTRY
 from protocol.errors import ErrorCode
-from storage.batch_headers import iter_buffer_headers
+from storage.batch_headers import buffer_headers
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage.log_manager import LogDirNotFoundError, future_dir_name
 
@@ -335,7 +335,7 @@ def copy_round(current: PartitionLog, future: PartitionLog, max_bytes: int, flus
 def _append(future: PartitionLog, data: bytes) -> int:
     """Append whole batches read from the current log at the future log's end offset."""
     view = memoryview(data)
-    first = next(iter_buffer_headers(view))
+    first = buffer_headers(view)[0]
     leo = future.log_end_offset
     if first.base_offset < leo:
         if leo == future.log_start_offset:

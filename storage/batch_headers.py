@@ -119,23 +119,11 @@ def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
     return computed == stored
 
 
-def iter_buffer_headers(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
-    """Headers of the batches that tile ``buf``; raises ValueError when they do not tile it exactly."""
-    pos = 0
-    end = len(buf)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise ValueError(f"truncated batch header at byte {pos}")
-        h = parse_header(buf, pos)
-        if not header_is_sane(h) or pos + h.size > end:
-            raise ValueError(f"invalid batch at byte {pos}")
-        yield h
-        pos += h.size
-
-
 def buffer_headers(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
-    """:func:`iter_buffer_headers` as a list, with the checks inline: every append parses its batches'
-    headers (one for a producer's request), and there the calls were a visible part of the cost."""
+    """Headers of the batches that tile ``buf``; raises ValueError when they do not tile it exactly.
+
+    The checks are :func:`header_is_sane`'s, inline: every append parses its batches' headers (one for a
+    producer's request), and there the calls were a visible part of the cost."""
     headers: list[BatchHeader] = []
     pos = 0
     end = len(buf)

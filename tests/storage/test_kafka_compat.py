@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from protocol.records import BatchView, build_control_batch
-from storage.batch_headers import iter_buffer_headers
+from storage.batch_headers import buffer_headers
 from storage.log import PartitionLog
 from storage.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from tests import kafka_dist
@@ -172,7 +172,7 @@ def test_we_read_kafka_written_log_and_write_identical_indexes(tmp_path, probe_c
         raw = (kafka_dir / f"{base:020d}.log").read_bytes()
         if base:
             lg.roll(base)
-        for h in iter_buffer_headers(raw):
+        for h in buffer_headers(raw):
             lg.append(bytearray(raw[h.position : h.position + h.size]), assign_offsets=False)
     lg.flush()
     lg.close()
