@@ -385,7 +385,12 @@ class ReplicaManager:
                 if acks == -1:
                     # A retried batch found in the log (duplicate sequence) is acknowledged like the
                     # original: only once it is committed. Its first copy may still be waiting for the ISR.
-                    pending[tp] = (p, info.last_offset + 1)
+                    # Already committed (an ISR of one: the append moved the HW) needs no wait.
+                    done, code = p.ack_satisfied(info.last_offset + 1)
+                    if not done:
+                        pending[tp] = (p, info.last_offset + 1)
+                    elif code != ErrorCode.NONE:
+                        resp.error_code = code
         if pending:
             await self._await_acks(pending, results, timeout_s)
         if acks == 0:

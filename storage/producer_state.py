@@ -35,7 +35,14 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from storage.batch_headers import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader, control_record
+from storage.batch_headers import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    control_record,
+)
 from storage.checkpoints import atomic_write
 from storage.errors import (
     CorruptSnapshotError,
@@ -194,16 +201,19 @@ class ProducerStateManager:
             pid = h.producer_id
             if pid < 0:
                 continue
+            # The header's properties, read once: this runs for every batch of an idempotent producer.
+            control = bool(h.attributes & CONTROL_FLAG)
+            transactional = bool(h.attributes & TRANSACTIONAL_FLAG)
+            last_sequence = h.last_sequence
             entry = self.producers.get(pid)
             epoch, last_seq = pending.get(
                 pid, (entry.producer_epoch, entry.last_seq) if entry else (NO_PRODUCER_EPOCH, NO_SEQUENCE)
             )
-            if from_client and entry is not None and not h.is_control:
-                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence,
-                                            h.is_transactional)
+            if from_client and entry is not None and not control:
+                dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, last_sequence, transactional)
                 if dup is not None:
                     return dup
-            if verify_txn and h.is_transactional and not h.is_control and (
+            if verify_txn and transactional and not control and (
                     entry is None or entry.current_txn_first_offset is None):
                 v = self.verification_states.get(pid)
                 if v is None or not v.guard.verify(request_guard):
@@ -214,7 +224,7 @@ class ProducerStateManager:
                         f"producer {pid} epoch {h.producer_epoch} is older than current epoch {epoch}"
                     )
                 continue
-            if h.is_control:
+            if control:
                 pending[pid] = (h.producer_epoch, last_seq)
                 continue
             if from_client:
@@ -232,12 +242,12 @@ class ProducerStateManager:
                     )
                 if (
                     entry is not None
-                    and not h.is_transactional
+                    and not transactional
                     and entry.current_txn_first_offset is not None
                     and h.producer_epoch == entry.producer_epoch
                 ):
                     raise InvalidTxnStateError(f"producer {pid} has an open transaction; expected a transactional write")
-            pending[pid] = (h.producer_epoch, h.last_sequence)
+            pending[pid] = (h.producer_epoch, last_sequence)
         return None
 
     def _check_lowest_verifying_sequence(self, pid: int, h: BatchHeader, epoch: int, last_seq: int) -> None:
@@ -298,11 +308,13 @@ class ProducerStateManager:
             entry = self.producers.get(pid)
             if entry is None:
                 entry = self.producers[pid] = ProducerStateEntry(pid)
-            if self.verification_states and (h.is_transactional or h.is_control):
+            control = bool(h.attributes & CONTROL_FLAG)
+            transactional = bool(h.attributes & TRANSACTIONAL_FLAG)
+            if self.verification_states and (transactional or control):
                 # A data batch opened the transaction here, or a marker ended it: either way the
                 # verification is over, and a guard handed out before this is stale.
                 self.verification_states.pop(pid, None)
-            if h.is_control:
+            if control:
                 if batch is None:
                     raise ValueError("control batch bytes are needed to apply a transaction marker")
                 ctype, coordinator_epoch = control_record(batch)
@@ -320,10 +332,11 @@ class ProducerStateManager:
                     entry.batches.clear()
                     entry.producer_epoch = h.producer_epoch
                 entry.batches.append(
-                    BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
+                    BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset,
+                                  h.base_offset + h.last_offset_delta, h.max_timestamp)
                 )
                 entry.last_timestamp = h.max_timestamp
-                if h.is_transactional and entry.current_txn_first_offset is None:
+                if transactional and entry.current_txn_first_offset is None:
                     entry.current_txn_first_offset = h.base_offset
                     self._ongoing[h.base_offset] = pid
         self.map_end_offset = h.next_offset
