@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -34,6 +35,24 @@ def records_of(lg: PartitionLog, start: int | None = None) -> list[tuple[int, in
 def log_dir(tmp_path) -> Iterator[str]:
     path = os.path.join(str(tmp_path), "topic-0")
     yield path
+
+
+@pytest.fixture
+def tmpfs_of(tmp_path) -> Iterator[Callable[[str], str]]:
+    """``tmpfs_of(size)`` mounts a tmpfs of that size (``"2m"``) and returns its path: a disk that fills
+    up for real. Unmounted after the test."""
+    mounts: list[str] = []
+
+    def mount(size: str) -> str:
+        mnt = tmp_path / f"tmpfs{len(mounts)}"
+        mnt.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], check=True)
+        mounts.append(str(mnt))
+        return str(mnt)
+
+    yield mount
+    for mnt in mounts:
+        subprocess.run(["umount", "-l", mnt], check=False)
 
 
 def small_config(**overrides: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ the log takes writes again once space returns."""
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
@@ -15,14 +14,8 @@ from tests.storage.helpers import assert_indexes_agree
 
 
 @pytest.fixture
-def tiny_fs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield str(mnt)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+def tiny_fs(tmpfs_of):
+    return tmpfs_of("2m")
 
 
 def test_disk_full_then_space_returns(tiny_fs):

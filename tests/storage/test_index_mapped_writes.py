@@ -70,14 +70,8 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.fixture
-def tiny_fs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True)
-    try:
-        yield str(mnt)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+def tiny_fs(tmpfs_of):
+    return tmpfs_of("256k")
 
 
 def test_full_disk_under_a_mapped_index_is_enospc_not_sigbus(tiny_fs):
