@@ -422,7 +422,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             deadline = time.monotonic() - idle_s
-            expired = [c for c in self.connections if not c.in_flight and c.last_active < deadline
+            expired = [c for c in self.connections if not c.busy and c.last_active < deadline
                        and c.close_reason is None]
             for c in expired:
                 self.expired_connections_killed += 1
@@ -474,7 +474,7 @@ class Broker:
                 s.close()
         # In-flight requests get a moment to finish; idle connections are closed.
         deadline = time.monotonic() + 5.0
-        while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
+        while any(c.busy for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         for c in list(self.connections):
             c.close()

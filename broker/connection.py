@@ -3,6 +3,10 @@
 Kafka processes one request per connection at a time (the channel is muted until the response is
 sent); clients that pipeline simply have their next requests wait in the socket buffer. We do the
 same: read a frame, handle it, write the response, read the next. Produce with acks=0 has no response.
+One exception: a produce that has appended its batches and only waits for acks=all hands back that
+wait (a DeferredResponse). Its response, and those of the requests read after it, are then written
+in request order by a writer task while this one reads and handles the next requests, up to
+``_MAX_QUEUED_RESPONSES`` of them (broker/deferred_response.py says why).
 
 Responses are written with the socket's fd directly: byte chunks with ``send`` and file regions
 with ``os.sendfile``, waiting for writability on EAGAIN. asyncio's own ``loop.sendfile`` may fall back
@@ -27,8 +31,10 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
+from broker.deferred_response import DeferredResponse
 from broker.metrics_timing import CURRENT_CLOCK, RequestClock
 from broker.rate_limited_log import RateLimitedLog
 from broker.request_queue import RequestPermits
@@ -48,13 +54,31 @@ invalid_request_log = RateLimitedLog(log, burst=20)
 _READ_BUFFER = 4096
 # A request still being handled after this long has its connection watched for the client leaving.
 _WATCH_PEER_AFTER_S = 1.0
+# Responses one connection may have waiting behind a deferred one (broker/deferred_response.py):
+# a Kafka producer keeps at most 5 requests in flight (max.in.flight.requests.per.connection).
+_MAX_QUEUED_RESPONSES = 5
 # Requests whose handlers only wait once they have done their work (produce: appended, waiting for
 # acks=all; fetch: waiting for bytes), so dropping them when their client leaves changes nothing.
 _CANCELLABLE_WHILE_PENDING = frozenset({0, 1})  # Produce, Fetch
 
 # What a handler returns: wire parts (bytes/memoryview/FileRegion), or None for "no response".
 Parts = Sequence[bytes | bytearray | memoryview | FileRegion]
-Handler = Callable[["Connection", memoryview], Awaitable[Parts | None]]
+# A produce waiting for acks=all may hand back the rest of its work (broker/deferred_response.py).
+HandlerResult = Parts | DeferredResponse | None
+Handler = Callable[["Connection", memoryview], Awaitable[HandlerResult]]
+
+
+class _QueuedResponse:
+    """A response waiting for its turn to be written: its parts, or the task that makes them."""
+
+    __slots__ = ("started", "clock", "permit", "task", "parts")
+
+    def __init__(self, started: float, clock: RequestClock, permit: int | None) -> None:
+        self.started = started
+        self.clock = clock
+        self.permit = permit
+        self.task: asyncio.Task[Parts | None] | None = None
+        self.parts: Parts | None = None
 
 
 class ConnectionClosed(Exception):
@@ -72,6 +96,9 @@ class CloseConnection(Exception):
 
 class Connection:
     """A client socket served by the broker's event loop."""
+
+    # It writes responses in request order by itself, so a handler may hand back a DeferredResponse.
+    defers_responses = True
 
     def __init__(self, sock: socket.socket, handler: Handler, *, max_request_bytes: int,
                  listener: str, stats: ConnectionStats | None = None, permits: RequestPermits | None = None,
@@ -118,6 +145,11 @@ class Connection:
         self.muted_until = 0.0
         # Where the current request's time goes (RequestMetrics' phases; broker/metrics_timing.py).
         self.clock = RequestClock()
+        # Responses to write, in request order, behind one that is not ready yet; and the task
+        # writing them while there are any.
+        self._queued: deque[_QueuedResponse] = deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._space: asyncio.Future[None] | None = None
 
     def throttle(self, throttle_ms: int) -> None:
         """Mute the channel for ``throttle_ms`` after the current response (quota enforcement)."""
@@ -299,53 +331,12 @@ class Connection:
 
     async def serve(self) -> None:
         self._task = asyncio.current_task()
-        clock = self.clock
-        CURRENT_CLOCK.set(clock)  # the purgatories add the request's waits to it
+        # Closing because of what the client sent, the connection first writes the answers still
+        # queued: Kafka would have sent them before it read the request that closes the connection.
+        drain = False
         try:
             await self.establish()
-            while True:
-                if self.muted_until:
-                    # Throttled: the response went out carrying throttle_time_ms; the next request
-                    # is not read before the time is up (it waits in the socket buffer meanwhile).
-                    delay = self.muted_until - time.monotonic()
-                    self.muted_until = 0.0
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                        self.last_active = time.monotonic()
-                self._waited = False
-                frame = await self.read_frame()
-                if not self._waited:
-                    # Read without a loop turn: let the other connections have one before this request
-                    # is handled, or a client that never stops sending would keep the loop to itself.
-                    await asyncio.sleep(0)
-                size = len(frame)
-                self._permit = size
-                self._api_key = int.from_bytes(frame[:2], "big", signed=True) if size >= 2 else -1
-                # A request that takes long (parked in a purgatory) must not outlive its client: it
-                # holds a request permit, so an abandoned one would block everybody's requests.
-                watch = self.loop.call_later(_WATCH_PEER_AFTER_S, self._watch_peer)
-                try:
-                    clock.remote_s = 0.0
-                    started = time.monotonic()
-                    self.in_flight = True
-                    try:
-                        parts = await self.handler(self, frame)
-                    finally:
-                        watch.cancel()
-                        self._unwatch_peer()
-                    del frame  # the request's buffer goes now, not with the next request
-                    end = responded = time.monotonic()
-                    if parts is not None:
-                        await self.write_parts(parts)
-                        end = self.last_active = time.monotonic()
-                    del parts
-                    self.in_flight = False
-                    self.stats.requests += 1
-                    self.stats.busy_s += end - started
-                    if clock.targets is not None:  # a metrics endpoint is on
-                        clock.finish(started, responded, end)
-                finally:
-                    self._release_permit()
+            await self._serve_requests()
         except ConnectionClosed as e:
             if e.mid_request:
                 log.info("connection from %s lost in the middle of a request: %s", self.peer, e)
@@ -355,12 +346,14 @@ class Connection:
             # Kafka: InvalidReceiveException, the connection is closed; other clients are not affected.
             self.stats.closed_request_too_large += 1
             invalid_request_log.log(logging.WARNING, "too-large", "closing connection from %s: %s", self.peer, e)
+            drain = True
         except ProtocolError as e:
             self.stats.closed_invalid_request += 1
             invalid_request_log.log(logging.WARNING, "invalid", "closing connection from %s: invalid request: %s",
                             self.peer, e)
+            drain = True
         except CloseConnection:
-            pass
+            drain = True
         except asyncio.CancelledError:
             if self.close_reason is None:
                 raise
@@ -368,10 +361,157 @@ class Connection:
         except Exception:
             # A bug in a handler must never take the broker down; it costs this client its connection.
             log.exception("closing connection from %s after an unexpected error", self.peer)
+            drain = True
         finally:
-            self._task = None
             self.in_flight = False
-            self.close()
+            try:
+                writer = self._writer
+                if drain and writer is not None:
+                    await asyncio.wait([writer])  # it ends on its own errors, and logs them
+            finally:
+                self._task = None
+                self._drop_queued()
+                self.close()
+
+    async def _serve_requests(self) -> None:
+        clock = self.clock
+        CURRENT_CLOCK.set(clock)  # the purgatories add the request's waits to it
+        while True:
+            if self.muted_until:
+                # Throttled: the response went out carrying throttle_time_ms; the next request
+                # is not read before the time is up (it waits in the socket buffer meanwhile).
+                delay = self.muted_until - time.monotonic()
+                self.muted_until = 0.0
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                    self.last_active = time.monotonic()
+            self._waited = False
+            frame = await self.read_frame()
+            if not self._waited:
+                # Read without a loop turn: let the other connections have one before this request
+                # is handled, or a client that never stops sending would keep the loop to itself.
+                await asyncio.sleep(0)
+            size = len(frame)
+            self._permit = size
+            self._api_key = int.from_bytes(frame[:2], "big", signed=True) if size >= 2 else -1
+            # A request that takes long (parked in a purgatory) must not outlive its client: it
+            # holds a request permit, so an abandoned one would block everybody's requests.
+            watch = self.loop.call_later(_WATCH_PEER_AFTER_S, self._watch_peer)
+            try:
+                clock.remote_s = 0.0
+                started = time.monotonic()
+                self.in_flight = True
+                try:
+                    parts = await self.handler(self, frame)
+                finally:
+                    watch.cancel()
+                    self._unwatch_peer()
+                del frame  # the request's buffer goes now, not with the next request
+                if isinstance(parts, DeferredResponse) or self._queued:
+                    # Answered later, in order, by the writer task; this task reads the next request.
+                    self._enqueue(parts, started)
+                    clock = self.clock
+                    del parts
+                    self.in_flight = False
+                    if len(self._queued) >= _MAX_QUEUED_RESPONSES:
+                        await self._queue_space()
+                    continue
+                end = responded = time.monotonic()
+                if parts is not None:
+                    await self.write_parts(parts)
+                    end = self.last_active = time.monotonic()
+                del parts
+                self.in_flight = False
+                self.stats.requests += 1
+                self.stats.busy_s += end - started
+                if clock.targets is not None:  # a metrics endpoint is on
+                    clock.finish(started, responded, end)
+            finally:
+                self._release_permit()
+
+    # -- responses answered after the next request was read (broker/deferred_response.py) ----------
+
+    @property
+    def busy(self) -> bool:
+        """A request is being handled, or answers are still to be written (not idle, not to be cut)."""
+        return self.in_flight or bool(self._queued)
+
+    def _enqueue(self, parts: HandlerResult, started: float) -> None:
+        """Queue a response behind the ones still waiting: its own (deferred) work goes on in a task
+        with this request's clock and permit; the next request gets new ones."""
+        entry = _QueuedResponse(started, self.clock, self._permit)
+        self._permit = None
+        if isinstance(parts, DeferredResponse):
+            entry.task = asyncio.ensure_future(parts.coro)  # runs in a copy of this context: the old clock
+        else:
+            entry.parts = parts
+        self._queued.append(entry)
+        self.clock = RequestClock()
+        CURRENT_CLOCK.set(self.clock)
+        if self._writer is None:
+            self._writer = asyncio.ensure_future(self._write_queued())
+
+    async def _queue_space(self) -> None:
+        """Wait until the writer has answered the oldest queued response (a client pipelining more
+        requests than that waits, its requests in the socket buffer)."""
+        self._space = self.loop.create_future()
+        try:
+            await self._space
+        finally:
+            self._space = None
+
+    async def _write_queued(self) -> None:
+        queue = self._queued
+        try:
+            while queue:
+                entry = queue[0]
+                parts = await entry.task if entry.task is not None else entry.parts
+                responded = time.monotonic()
+                if parts is not None:
+                    await self.write_parts(parts)
+                end = self.last_active = time.monotonic()
+                queue.popleft()
+                if entry.permit is not None:
+                    self.permits.release(entry.permit)
+                self.stats.requests += 1
+                self.stats.busy_s += end - entry.started
+                if entry.clock.targets is not None:
+                    entry.clock.finish(entry.started, responded, end)
+                space = self._space
+                if space is not None and not space.done():
+                    space.set_result(None)
+        except asyncio.CancelledError:
+            raise
+        except ConnectionClosed as e:
+            log.debug("connection %s closed: %s", self.peer, e)
+            self.close(f"writing a response: {e}")
+        except CloseConnection:
+            self.close("a deferred response closed the connection")
+        except Exception:
+            log.exception("closing connection from %s after an unexpected error", self.peer)
+            self.close("unexpected error in a deferred response")
+        finally:
+            if self._writer is asyncio.current_task():
+                self._writer = None
+
+    def _drop_queued(self) -> None:
+        """The connection is closing: queued answers go nowhere; their work stops, permits come back."""
+        writer, self._writer = self._writer, None
+        if writer is not None and writer is not asyncio.current_task():
+            writer.cancel()
+        for entry in self._queued:
+            if entry.task is not None:
+                entry.task.cancel()
+            elif entry.parts:
+                for part in entry.parts:
+                    if isinstance(part, FileRegion):
+                        part.release()
+            if entry.permit is not None:
+                self.permits.release(entry.permit)
+        self._queued.clear()
+        space = self._space
+        if space is not None and not space.done():
+            space.cancel()
 
     def _watch_peer(self) -> None:
         if not self.closed and not self._watching:

@@ -23,6 +23,7 @@ transaction is already open here costs no question to the coordinator.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from broker.authorizer.api import AclOperation, ResourceType
@@ -74,6 +75,7 @@ class DataApis:
         # Kafka's message conversion metrics (broker/conversion_metrics.py), one set per broker.
         self.conversions = conversions if conversions is not None else conversion_metrics_for(replica_manager)
         self.old = OldVersionData(replica_manager, self.conversions)
+        self._append_deferrable = functools.partial(replica_manager.append_records, defer=True)
 
     async def _append_old(self, body: Any, version: int) -> Any:
         """Produce v0-2 (message formats v0/v1 converted to v2 on the way)."""
@@ -87,6 +89,10 @@ class DataApis:
         auth = self.auth
         # The current versions call the replica manager directly: no extra call on the fast path.
         append = self.rm.append_records if req.api_version > 2 else self._append_old
+        # A connection that writes responses in request order by itself may go on to its client's next
+        # request while this one waits for acks=all (broker/deferred_response.py).
+        if req.api_version > 2 and getattr(conn, "defers_responses", False):
+            append = self._append_deferrable
         if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data):
             if b.transactional_id is None or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID,
                                                                 b.transactional_id):
@@ -101,6 +107,8 @@ class DataApis:
         if not refused:
             return await append(b, req.api_version)
         b.topic_data = [t for t in b.topic_data if t.name in allowed]
+        if append is self._append_deferrable:
+            append = self.rm.append_records  # the refused partitions are added to the response below
         resp = await append(b, req.api_version)
         if b.acks == 0:
             # Kafka answers an acks=0 produce with an error by closing the connection (after

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.connection import CloseConnection, limited_log
+from broker.deferred_response import DeferredResponse
 from broker.fetch_session import throttled_fetch_response
 from broker.quota.loop_time import LoopTimed
 from broker.quota.mutation import (
@@ -55,7 +56,7 @@ from protocol.messages import (
 from protocol.schema import FileRegion, FileRegions, Struct
 
 if TYPE_CHECKING:
-    from broker.connection import Connection, Parts
+    from broker.connection import Connection, HandlerResult, Parts
     from broker.metrics_timing import RequestClock
     from broker.quota import QuotaManagers
 
@@ -98,7 +99,7 @@ class KafkaApis:
     def register(self, api_key: int, fn: HandlerFn) -> None:
         self.handlers[api_key] = fn
 
-    async def handle_frame(self, conn: Connection, frame: memoryview) -> Parts | None:
+    async def handle_frame(self, conn: Connection, frame: memoryview) -> HandlerResult:
         if self.listener_refuses(conn, frame):
             raise CloseConnection()
         quotas = self.quotas
@@ -127,10 +128,17 @@ class KafkaApis:
             return await self._handle_with_quotas(conn, request, handler, quotas, started, decode_ns)
         else:
             body = await handler(conn, request)
+            if type(body) is DeferredResponse:
+                # The connection goes on to the next request; this one is answered (in order) later.
+                return DeferredResponse(self._respond_later(conn, request, body, started, conn.clock))
         return self._respond(conn, request, body, started)
 
+    async def _respond_later(self, conn: Connection, request: Request, deferred: DeferredResponse, started: float,
+                             clock: RequestClock) -> Parts | None:
+        return self._respond(conn, request, await deferred.result(), started, clock=clock)
+
     def _respond(self, conn: Connection, request: Request, body: Any, started: float,
-                 parts: Parts | None = None) -> Parts | None:
+                 parts: Parts | None = None, clock: RequestClock | None = None) -> Parts | None:
         """Count the request (stats, latency) and encode its response (None: no response)."""
         hdr = request.header
         done = time.monotonic()
@@ -139,7 +147,7 @@ class KafkaApis:
         stats[1] += done - started
         observer = self.observer
         if observer is not None:  # request metrics: errors now, the phases once the response is written
-            observer(conn.clock, request, body, started, done)
+            observer(clock or conn.clock, request, body, started, done)
         if body is None:
             return None  # acks=0 produce
         if parts is not None:
@@ -184,6 +192,9 @@ class KafkaApis:
                 body = await timed
             else:
                 body = await handler(conn, request)
+            if type(body) is DeferredResponse:
+                # Throttling applies to the whole request: it is answered here, not deferred.
+                body = await body.result()
         finally:
             if token is not None:
                 current_mutation_quota.reset(token)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.deferred_response import DeferredResponse
 from broker.fetch_session import FetchManager
 from broker.log_validator import (
     COMPILED_SCANNER,
@@ -347,7 +348,10 @@ class ReplicaManager:
     # ------------------------------------------------------------------------------------------------
     # Produce
 
-    async def append_records(self, body: Any, version: int) -> Any:
+    async def append_records(self, body: Any, version: int, *, defer: bool = False) -> Any:
+        """Append a produce request's batches and answer it. With ``defer``, an acks=all request that
+        has to wait for its followers returns a DeferredResponse of that wait once everything is
+        appended, so that its connection can go on to the next request meanwhile."""
         acks = body.acks
         timeout_s = max(body.timeout_ms, 0) / 1000.0
         now = now_ms()
@@ -392,9 +396,20 @@ class ReplicaManager:
                     elif code != ErrorCode.NONE:
                         resp.error_code = code
         if pending:
+            if defer:
+                return DeferredResponse(self._acks_then_response(pending, results, timeout_s))
             await self._await_acks(pending, results, timeout_s)
         if acks == 0:
             return None
+        return self._produce_response(results)
+
+    async def _acks_then_response(self, pending: dict[TP, tuple[Partition, int]], results: dict[TP, Any],
+                                  timeout_s: float) -> Any:
+        await self._await_acks(pending, results, timeout_s)
+        return self._produce_response(results)
+
+    @staticmethod
+    def _produce_response(results: dict[TP, Any]) -> Any:
         by_topic: dict[str, list[Any]] = {}
         for (t, _), r in results.items():
             by_topic.setdefault(t, []).append(r)

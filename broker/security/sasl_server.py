@@ -43,7 +43,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.connection import CloseConnection, Connection, Handler, Parts
+from broker.connection import CloseConnection, Connection, Handler, HandlerResult, Parts
+from broker.deferred_response import DeferredResponse
 from broker.rate_limited_log import RateLimitedLog
 from broker.security.jaas import plain_users, server_jaas_entries
 from broker.security.principal import USER_TYPE, KafkaPrincipal
@@ -265,10 +266,10 @@ def _api_name(api_key: int) -> str:
         return str(api_key)
 
 
-def _error_code_of_api_versions(parts: Parts | None) -> int:
+def _error_code_of_api_versions(parts: HandlerResult) -> int:
     """The error code of an encoded ApiVersions response (header v0: size, correlation id, then the
     body's error_code)."""
-    if not parts:
+    if not parts or isinstance(parts, DeferredResponse):
         return -1
     head = b"".join(bytes(p) for p in parts if not isinstance(p, FileRegion))[:10]
     return int.from_bytes(head[8:10], "big", signed=True) if len(head) == 10 else -1
@@ -309,7 +310,7 @@ class SaslAuthenticator:
     def _what(self) -> str:
         return "re-authentication" if self.reauthenticating else "authentication"
 
-    async def handle(self, conn: Connection, frame: memoryview) -> Parts | None:
+    async def handle(self, conn: Connection, frame: memoryview) -> HandlerResult:
         if self.state == "complete":
             return await self._authenticated(conn, frame)
         try:
@@ -320,7 +321,7 @@ class SaslAuthenticator:
 
     # -- after authentication --------------------------------------------------------------------
 
-    async def _authenticated(self, conn: Connection, frame: memoryview) -> Parts | None:
+    async def _authenticated(self, conn: Connection, frame: memoryview) -> HandlerResult:
         api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
         now = time.monotonic()
         if api_key == ApiKey.SASL_HANDSHAKE and self._may_begin_reauthentication(now):
@@ -351,7 +352,7 @@ class SaslAuthenticator:
 
     # -- before authentication -------------------------------------------------------------------
 
-    async def _authenticating(self, conn: Connection, frame: memoryview) -> Parts | None:
+    async def _authenticating(self, conn: Connection, frame: memoryview) -> HandlerResult:
         if self.state == "reauth-bad-mechanism":
             raise _Failure(self.bad_mechanism_message)
         if self.state in ("initial", "handshake"):
@@ -362,7 +363,7 @@ class SaslAuthenticator:
             return self._authenticate_request(conn, frame)
         return self._raw_token(conn, frame)
 
-    async def _kafka_request(self, conn: Connection, frame: memoryview) -> Parts | None:
+    async def _kafka_request(self, conn: Connection, frame: memoryview) -> HandlerResult:
         first, self.first_packet = self.first_packet, False
         try:
             api_key, _version, _corr = peek_header(frame)

@@ -69,6 +69,11 @@ def _give_back(buf: bytearray) -> None:
 class TlsConnection(Connection):
     """A Connection whose transport is TLS; the request loop is Connection's."""
 
+    # One task at a time drives the TLS object: a write that has to wait for the socket to be
+    # readable (and a read that waits for it to be writable) would take the other task's place in the
+    # loop's reader or writer. So responses are written by the request loop, one request at a time.
+    defers_responses = False
+
     def __init__(self, sock: socket.socket, handler: Handler, *, tls: ListenerTls, security_protocol: str,
                  handshake_timeout_s: float, max_request_bytes: int, listener: str,
                  stats: ConnectionStats | None = None, permits: RequestPermits | None = None,
