@@ -87,38 +87,58 @@ def check_producer(row: Row, plog: ProducerLog, records: Records, *, loss_allowe
 
 def check_copy(row: Row, source: Records, sink: Records, *, input_loss_allowed: bool = False) -> Row:
     """The transactional copy: read_committed output equals the input exactly, transactions whole.
+
     With ``input_loss_allowed`` (unclean election on the input), input records copied before the input
-    lost them are counted as lost and noted, not a violation: the copy did its part exactly once."""
+    lost them are counted as lost and noted, not a violation: the copy did its part exactly once. An
+    input partition where that happened was cut below the copy's committed position, and its new
+    records reuse the lost offsets: the copy's group is past them (or, once its position is out of
+    range, reset by auto.offset.reset, as Kafka's consumers are). There, like the consumer group's
+    reset (check_group), input records not copied or copied again are counted and noted, and the order
+    is checked up to the cut."""
     inputs = Counter(v for recs in source.values() for _, v in recs)
+    partition_of = {v: p for p, recs in source.items() for _, v in recs}
     copied: Counter[bytes] = Counter()
     txn_sizes: dict[str, tuple[int, int]] = {}  # tag -> (records seen, records the transaction wrote)
-    for recs in sink.values():
+    cut: set[int] = set()  # input partitions the unclean election cut below what the copy had read
+    for p, recs in sink.items():
         for _, value in recs:
             body, _, tag = value.rpartition(b"|")
             copied[body] += 1
+            if input_loss_allowed and body not in inputs:
+                cut.add(p)
             name, _, size = tag.decode().partition("/")
             seen, _ = txn_sizes.get(name, (0, int(size)))
             txn_sizes[name] = (seen + 1, int(size))
     row.acked = sum(inputs.values())
     missing = [v for v in inputs if copied[v] < inputs[v]]
-    row.lost = len(missing)
-    row.duplicated = sum(max(0, copied[v] - inputs.get(v, 0)) for v in copied if v in inputs)
+    twice = [v for v in copied if v in inputs and copied[v] > inputs[v]]
     extra = [v for v in copied if v not in inputs]
     torn = {name: sizes for name, sizes in txn_sizes.items() if sizes[0] != sizes[1]}
-    # Per partition, the copy keeps the input's order.
+    # Per partition, the copy keeps the input's order (in a cut partition: up to the cut).
     for p, recs in sink.items():
         order = {v: i for i, (_, v) in enumerate(source.get(p, []))}
         idx = [order.get(v.rpartition(b"|")[0], -1) for _, v in recs]
+        if p in cut:
+            idx = idx[:idx.index(-1)]
         row.reordered += sum(1 for a, b in zip(idx, idx[1:], strict=False) if b < a)
+    missing_cut = [v for v in missing if partition_of[v] in cut]
+    twice_cut = [v for v in twice if partition_of[v] in cut]
+    missing = [v for v in missing if partition_of[v] not in cut]
+    twice = [v for v in twice if partition_of[v] not in cut]
+    row.lost = len(missing) + len(missing_cut)
+    row.duplicated = sum(copied[v] - inputs[v] for v in twice + twice_cut)
     if missing:
         row.violations.append(f"{len(missing)} input records never copied (first {missing[0]!r})")
-    if row.duplicated:
-        row.violations.append(f"{row.duplicated} input records copied twice (a transaction applied twice)")
+    if twice:
+        row.violations.append(f"{len(twice)} input records copied twice (a transaction applied twice)")
     if extra and input_loss_allowed:
         row.lost += len(extra)
         row.notes.append(f"{len(extra)} copied records whose input the unclean election lost (first {extra[0]!r})")
     elif extra:
         row.violations.append(f"{len(extra)} output records with no input (first {extra[0]!r})")
+    if missing_cut or twice_cut:
+        row.notes.append(f"input partitions {sorted(cut)} cut below the copy's position by the unclean election: "
+                         f"{len(missing_cut)} of their new records not copied, {len(twice_cut)} copied again")
     if torn:
         name, (seen, size) = next(iter(torn.items()))
         row.violations.append(f"{len(torn)} torn transactions (first {name}: {seen} of {size} records visible)")

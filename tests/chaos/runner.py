@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.chaos import netns
-from tests.chaos.checkers import HARNESS_ERROR, Row, check_copy, check_group, check_producer, longest_gap
+from tests.chaos.checkers import (
+    HARNESS_ERROR,
+    Records,
+    Row,
+    check_copy,
+    check_group,
+    check_producer,
+    longest_gap,
+)
 from tests.chaos.cluster import ChaosCluster
 from tests.chaos.scenarios import (
     ACKS1_TOPIC,
@@ -129,7 +137,7 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         source = read_topic(cluster.bootstrap, TOPIC, PARTITIONS)
         expected = {v for recs in source.values() for _, v in recs}
         copied = ctx.wait_for("the copy job and the group caught up", lambda: (
-            _copied(cluster, workloads.copy_job) >= sum(len(r) for r in source.values())
+            _copy_caught_up(cluster, workloads.copy_job, source)
             and expected <= workloads.group.values.keys()), RECOVERY_TIMEOUT)
         if not workloads.copy_job.stop(60):
             rows[2].notes.append("the copy job's last client call was still stuck at the end")
@@ -183,10 +191,14 @@ def _acked_since(producer: VerifyingProducer, since: float) -> set[int]:
         return {a.partition for a in producer.log.acked if a.at > since}
 
 
-def _copied(cluster: ChaosCluster, job: CopyJob) -> int:
-    """Input records the copy job has committed (the group's committed offsets, summed)."""
+def _copy_caught_up(cluster: ChaosCluster, job: CopyJob, source: Records) -> bool:
+    """The copy job's group has committed a position past the last input record of every partition.
+
+    Per partition, not summed: after an unclean election cut an input partition below the group's
+    position, that partition's committed offset is past everything it holds, and a sum would count it
+    for the partitions still being copied."""
     offsets = cluster.admin().committed_offsets(job.GROUP)
-    return sum(offsets.values())
+    return all(offsets.get((TOPIC, p), -1) > recs[-1][0] for p, recs in source.items() if recs)
 
 
 def _abort(w: Workloads) -> None:
