@@ -13,8 +13,11 @@ the phases are read off four clock readings per request:
 * ``responded``/``end``: the response is encoded, and its last byte is written (the connection).
 
 Each connection owns one ``RequestClock`` (it handles one request at a time, as Kafka's muted channel
-does) and publishes it in a context variable for the purgatories. Nothing here allocates per request;
-``targets`` is set only when a metrics endpoint is on, so a broker without one pays an attribute check.
+does) and publishes it in a context variable for the purgatories. A produce that goes on waiting for
+acks=all after its connection moved to the next request (broker/deferred_response.py) keeps that clock,
+in its own task's copy of the context, and the connection takes a new one. Nothing else here allocates
+per request; ``targets`` is set only when a metrics endpoint is on, so a broker without one pays an
+attribute check.
 """
 
 from __future__ import annotations
