@@ -367,8 +367,10 @@ class Connection:
             try:
                 writer = self._writer
                 if drain and writer is not None:
+                    self._watch_peer()  # a client that leaves meanwhile is not waited for
                     await asyncio.wait([writer])  # it ends on its own errors, and logs them
             finally:
+                self._unwatch_peer()
                 self._task = None
                 self._drop_queued()
                 self.close()
@@ -532,7 +534,8 @@ class Connection:
         self._unwatch_peer()
         if not gone:
             return
-        if self._api_key in _CANCELLABLE_WHILE_PENDING:
+        if self._api_key in _CANCELLABLE_WHILE_PENDING or not self.in_flight:
+            # (Not in flight: the connection is closing and only writes the answers still queued.)
             self.close("client gone while its request was pending")
         else:
             # Handlers that change state (groups, transactions, topics, controller requests) run to

@@ -167,6 +167,21 @@ def test_a_request_that_closes_the_connection_lets_the_answers_before_it_out_fir
     _run(scenario)
 
 
+def test_a_closing_connection_waits_for_its_queued_answers_only_while_the_client_stays() -> None:
+    async def scenario(client: socket.socket, conn: Connection, h: Scripted, permits: RequestPermits) -> None:
+        await asyncio.get_running_loop().sock_sendall(client, _frame(b"D1") + _frame(b"C"))
+        await _until(lambda: b"C" in h.handled, "the closing request handled")
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not conn.closed, "the answer queued before the closing request was not waited for"
+        client.close()  # the client leaves: the wait for D1 ends with the connection
+        await _until(lambda: conn.closed, "the connection closed")
+        await _until(lambda: h.cancelled == [b"D1"], "the deferred wait cancelled")
+        assert permits.in_flight == 0
+
+    _run(scenario)
+
+
 def test_a_client_that_leaves_stops_the_deferred_work_and_gives_the_permits_back() -> None:
     async def scenario(client: socket.socket, conn: Connection, h: Scripted, permits: RequestPermits) -> None:
         await asyncio.get_running_loop().sock_sendall(client, _frame(b"D1") + _frame(b"P2"))
