@@ -24,11 +24,13 @@ transaction is already open here costs no question to the coordinator.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from broker.authorizer.api import AclOperation, ResourceType
 from broker.connection import CloseConnection
 from broker.conversion_metrics import ConversionMetrics, conversion_metrics_for
+from broker.deferred_response import DeferredResponse
 from broker.fetch_session import TOPIC_IDS_SINCE
 from broker.old_versions_data import OldVersionData
 from broker.replica_manager import _has_transactional_batch
@@ -64,6 +66,25 @@ def _produce_refused(body: Any, code: ErrorCode) -> Any:
         for p in t.partition_data]) for t in body.topic_data])
 
 
+def _with_refused(resp: Any, errors: Mapping[tuple[str, int], tuple[int, str | None]]) -> Any:
+    """A produce response with the partitions KIP-890 verification refused (never appended) added."""
+    by_topic = {tr.name: tr for tr in resp.responses}
+    for (topic, index), (code, message) in errors.items():
+        tr = by_topic.get(topic)
+        if tr is None:
+            tr = by_topic[topic] = _PRODUCE.TopicProduceResponse(name=topic, partition_responses=[])
+            resp.responses.append(tr)
+        tr.partition_responses.append(_PRODUCE.PartitionProduceResponse(
+            index=index, error_code=code, error_message=message, base_offset=-1, log_append_time_ms=-1,
+            log_start_offset=-1))
+    return resp
+
+
+async def _with_refused_later(deferred: DeferredResponse, errors: Mapping[tuple[str, int], tuple[int, str | None]]
+                              ) -> Any:
+    return _with_refused(await deferred.result(), errors)
+
+
 class DataApis:
     """The data-path APIs, served by the replica manager."""
 
@@ -76,6 +97,7 @@ class DataApis:
         self.conversions = conversions if conversions is not None else conversion_metrics_for(replica_manager)
         self.old = OldVersionData(replica_manager, self.conversions)
         self._append_deferrable = functools.partial(replica_manager.append_records, defer=True)
+        self._append_transactional_deferrable = functools.partial(self._append_transactional, defer=True)
 
     async def _append_old(self, body: Any, version: int) -> Any:
         """Produce v0-2 (message formats v0/v1 converted to v2 on the way)."""
@@ -99,7 +121,10 @@ class DataApis:
                 if b.acks == 0:
                     raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
                 return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            append = self._append_transactional
+            if append is self._append_deferrable:
+                append = self._append_transactional_deferrable
+            else:
+                append = self._append_transactional
         if not auth.enabled:
             return await append(b, req.api_version)
         allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
@@ -107,8 +132,11 @@ class DataApis:
         if not refused:
             return await append(b, req.api_version)
         b.topic_data = [t for t in b.topic_data if t.name in allowed]
+        # The refused partitions are added to the response below: it is made here, not deferred.
         if append is self._append_deferrable:
-            append = self.rm.append_records  # the refused partitions are added to the response below
+            append = self.rm.append_records
+        elif append is self._append_transactional_deferrable:
+            append = self._append_transactional
         resp = await append(b, req.api_version)
         if b.acks == 0:
             # Kafka answers an acks=0 produce with an error by closing the connection (after
@@ -120,10 +148,11 @@ class DataApis:
             for p in t.partition_data]) for t in refused)
         return resp
 
-    async def _append_transactional(self, body: Any, version: int) -> Any:
+    async def _append_transactional(self, body: Any, version: int, *, defer: bool = False) -> Any:
         """Kafka's ReplicaManager.handleProduceAppend: one producer per request, then KIP-890
         verification of the partitions its transaction has not reached yet, then the append of the
-        partitions that passed (with their guards: storage/producer_state.py)."""
+        partitions that passed (with their guards: storage/producer_state.py). With ``defer``, the wait
+        for acks=all is handed back once everything is appended (ReplicaManager.append_records)."""
         rm = self.rm
         batches: dict[tuple[str, int], int] = {}
         producers: set[tuple[int, int]] = set()
@@ -139,7 +168,7 @@ class DataApis:
                 raise CloseConnection()
             return _produce_refused(body, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if not producers or self.verifier is None or not rm.config.get(VERIFICATION_ENABLE):
-            return await rm.append_records(body, version)
+            return await rm.append_records(body, version, defer=defer)
         ((producer_id, producer_epoch),) = producers
         checked = await verify_produce(rm, self.verifier, body.transactional_id, producer_id, producer_epoch,
                                        batches.items(), version)
@@ -154,23 +183,17 @@ class DataApis:
             body.topic_data = kept
         token = REQUEST_VERIFICATION_GUARDS.set(checked.guards)
         try:
-            resp = await rm.append_records(body, version)
+            # The guards apply to the appends, which are done when this returns (deferred or not).
+            resp = await rm.append_records(body, version, defer=defer)
         finally:
             REQUEST_VERIFICATION_GUARDS.reset(token)
         if not errors:
             return resp
         if body.acks == 0:
             raise CloseConnection()  # acks=0 has no response: Kafka closes the connection on an error
-        by_topic = {tr.name: tr for tr in resp.responses}
-        for (topic, index), (code, message) in errors.items():
-            tr = by_topic.get(topic)
-            if tr is None:
-                tr = by_topic[topic] = _PRODUCE.TopicProduceResponse(name=topic, partition_responses=[])
-                resp.responses.append(tr)
-            tr.partition_responses.append(_PRODUCE.PartitionProduceResponse(
-                index=index, error_code=code, error_message=message, base_offset=-1, log_append_time_ms=-1,
-                log_start_offset=-1))
-        return resp
+        if isinstance(resp, DeferredResponse):
+            return DeferredResponse(_with_refused_later(resp, errors))
+        return _with_refused(resp, errors)
 
     async def fetch(self, conn: Connection, req: Request, convert: bool = True) -> Any:
         """Kafka's handleFetchRequest: the fetch session decides which partitions this request reads

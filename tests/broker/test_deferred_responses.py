@@ -3,9 +3,9 @@
 writes every answer in request order.
 
 The first tests drive a real ``Connection`` over a socket pair with a handler whose deferred answers
-the test completes by hand. The last one runs a 2-broker cluster: with the follower stopped, three
-pipelined acks=all produces on one connection are all appended before any is answered, and the
-answers come back in order once the follower fetches them (in one fetch).
+the test completes by hand. The last two run a 2-broker cluster: with the follower stopped, three
+pipelined acks=all produces on one connection (idempotent, then transactional) are all appended
+before any is answered, and the answers come back in order once the follower fetches them.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from broker.request_queue import RequestPermits
 from broker.security.tls_connection import TlsConnection
 from protocol.api_versions import ApiKey
 from protocol.messages import decode_response, encode_request, new_request, request_type
-from protocol.records import build_batch
+from protocol.records import NewRecord, build_batch
 from tests.cluster.helpers import Admin, cluster_options, unique
 from tests.integration.helpers import RawClient, wait_until
+from tests.txn.ctp import read_all
+from tests.txn.test_txn_protocol import Txn
 
 
 def _frame(payload: bytes) -> bytes:
@@ -203,11 +205,10 @@ def test_tls_connections_answer_one_request_at_a_time() -> None:
     assert TlsConnection.defers_responses is False
 
 
-def _produce_frame(cid: int, topic: str, value: bytes) -> bytes:
+def _produce_frame(cid: int, topic: str, batch: bytes, transactional_id: str | None = None) -> bytes:
     mt = request_type(ApiKey.PRODUCE)
-    body = new_request(ApiKey.PRODUCE, transactional_id=None, acks=-1, timeout_ms=60_000, topic_data=[
-        mt.TopicProduceData(name=topic, partition_data=[
-            mt.PartitionProduceData(index=0, records=build_batch([(None, value)]))])])
+    body = new_request(ApiKey.PRODUCE, transactional_id=transactional_id, acks=-1, timeout_ms=60_000, topic_data=[
+        mt.TopicProduceData(name=topic, partition_data=[mt.PartitionProduceData(index=0, records=batch)])])
     return encode_request(ApiKey.PRODUCE, 9, cid, "pipelined", body)
 
 
@@ -222,30 +223,22 @@ def _log_end_offset(raw: RawClient, topic: str, replica_id: int) -> int:
     return int(p.offset)
 
 
-def test_pipelined_acks_all_produces_are_appended_while_the_first_waits_for_the_follower(
-        cluster_factory: Callable[..., Any]) -> None:
-    # The follower is stopped for a moment: neither its ZooKeeper session nor its ISR place may lapse.
-    cluster = cluster_factory(2, **cluster_options(**{"replica.lag.time.max.ms": "60000",
-                                                     "zookeeper.session.timeout.ms": "30000"}))
-    topic = unique("pipelined-acks")
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic(topic, 1, 2, configs={"min.insync.replicas": "2"})
-        leader = admin.describe(topic)[0]["leader"]
+def _pipeline_with_the_follower_stopped(cluster: Any, topic: str, leader: int, frames: list[bytes],
+                                        start: int) -> list[Any]:
+    """Send ``frames`` (acks=all produces of one batch of one record each) back to back on one
+    connection to the leader while the only follower is stopped; check they are all appended before
+    any is answered; let the follower go on; return the answers' partition responses, in order."""
     follower = 1 - leader
-    leader_bootstrap = cluster.brokers[leader].bootstrap
-    with RawClient(leader_bootstrap) as raw:
-        wait_until(lambda: raw.produce(topic, 0, build_batch([(None, b"warm")]), acks=-1).error_code == 0, 30,
-                   "a first acks=all produce to succeed")
-    start = 1
     pid = cluster.brokers[follower].process.pid
     os.kill(pid, signal.SIGSTOP)
     try:
-        with RawClient(leader_bootstrap, timeout=60) as producer, RawClient(leader_bootstrap) as probe:
-            producer.send_frame(b"".join(_produce_frame(cid, topic, b"v%d" % cid) for cid in (1, 2, 3)))
-            # All three are in the leader's log while the first still waits for the follower: a
-            # connection answering one request at a time would have read only the first.
-            wait_until(lambda: _log_end_offset(probe, topic, follower) == start + 3, 30,
-                       "the three pipelined batches appended")
+        with RawClient(cluster.brokers[leader].bootstrap, timeout=60) as producer, \
+                RawClient(cluster.brokers[leader].bootstrap) as probe:
+            producer.send_frame(b"".join(frames))
+            # All are in the leader's log while the first still waits for the follower: a connection
+            # answering one request at a time would have read only the first.
+            wait_until(lambda: _log_end_offset(probe, topic, follower) == start + len(frames), 30,
+                       "the pipelined batches appended")
             producer.sock.setblocking(False)
             try:
                 producer.sock.recv(1, socket.MSG_PEEK)
@@ -254,12 +247,60 @@ def test_pipelined_acks_all_produces_are_appended_while_the_first_waits_for_the_
                 pass
             producer.sock.setblocking(True)
             os.kill(pid, signal.SIGCONT)
-            answers = [decode_response(ApiKey.PRODUCE, 9, producer.recv_frame()) for _ in range(3)]
+            answers = [decode_response(ApiKey.PRODUCE, 9, producer.recv_frame()) for _ in frames]
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert [cid for cid, _ in answers] == [1, 2, 3]
-    parts = [body.responses[0].partition_responses[0] for _, body in answers]
-    assert [(p.error_code, p.base_offset) for p in parts] == [(0, start), (0, start + 1), (0, start + 2)]
-    with RawClient(leader_bootstrap) as raw:
+    assert [cid for cid, _ in answers] == list(range(1, len(frames) + 1))
+    return [body.responses[0].partition_responses[0] for _, body in answers]
+
+
+def _two_brokers(cluster_factory: Callable[..., Any], prefix: str) -> tuple[Any, str, int]:
+    # The follower is stopped for a moment: neither its ZooKeeper session nor its ISR place may lapse.
+    cluster = cluster_factory(2, **cluster_options(**{
+        "replica.lag.time.max.ms": "60000", "zookeeper.session.timeout.ms": "30000",
+        "transaction.state.log.replication.factor": "2", "transaction.state.log.min.isr": "1"}))
+    topic = unique(prefix)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, 1, 2, configs={"min.insync.replicas": "2"})
+        leader = admin.describe(topic)[0]["leader"]
+    return cluster, topic, leader
+
+
+def test_pipelined_acks_all_produces_are_appended_while_the_first_waits_for_the_follower(
+        cluster_factory: Callable[..., Any]) -> None:
+    cluster, topic, leader = _two_brokers(cluster_factory, "pipelined-acks")
+    with RawClient(cluster.brokers[leader].bootstrap) as raw:
+        wait_until(lambda: raw.produce(topic, 0, build_batch([(None, b"warm")]), acks=-1).error_code == 0, 30,
+                   "a first acks=all produce to succeed")
+    frames = [_produce_frame(cid, topic, build_batch([(None, b"v%d" % cid)])) for cid in (1, 2, 3)]
+    parts = _pipeline_with_the_follower_stopped(cluster, topic, leader, frames, start=1)
+    assert [(p.error_code, p.base_offset) for p in parts] == [(0, 1), (0, 2), (0, 3)]
+    with RawClient(cluster.brokers[leader].bootstrap) as raw:
         values = [r.value for b in raw.fetch_batches(topic, 0) for r in b.records()]
     assert values == [b"warm", b"v1", b"v2", b"v3"]
+
+
+def test_pipelined_transactional_produces_are_appended_and_answered_in_order(
+        cluster_factory: Callable[..., Any]) -> None:
+    cluster, topic, leader = _two_brokers(cluster_factory, "pipelined-txn")
+    txn = Txn(cluster.bootstrap, unique("pipelined-txn"))
+    try:
+        assert txn.init().error_code == 0
+        assert txn.add(topic, [0]) == 0
+        # The first write opens the transaction on the leader (after KIP-890 verification with the
+        # coordinator, which may be the broker about to be stopped); the next ones need no question.
+        assert txn.produce(topic, 0, [b"t0"]).error_code == 0
+
+        def batch(seq: int) -> bytes:
+            return build_batch([NewRecord(None, b"t%d" % seq)], producer_id=txn.pid, producer_epoch=txn.epoch,
+                               base_sequence=seq, is_transactional=True)
+
+        frames = [_produce_frame(seq, topic, batch(seq), txn.txn_id) for seq in (1, 2, 3)]
+        parts = _pipeline_with_the_follower_stopped(cluster, topic, leader, frames, start=1)
+        assert [(p.error_code, p.base_offset) for p in parts] == [(0, 1), (0, 2), (0, 3)]
+        assert txn.end(commit=True) == 0
+    finally:
+        txn.close()
+    # The markers are written after EndTxn's answer: the LSO moves past the transaction soon after.
+    wait_until(lambda: read_all(cluster.bootstrap, topic, "read_committed") == [b"t0", b"t1", b"t2", b"t3"], 30,
+               "the committed transaction readable")
