@@ -29,7 +29,3 @@ class DeferredResponse:
     async def result(self) -> Any:
         """Finish here, in the caller's task (where the connection cannot go on meanwhile)."""
         return await self.coro
-
-    def close(self) -> None:
-        """Drop the rest unrun (the connection closed before it could be scheduled)."""
-        self.coro.close()
