@@ -23,7 +23,6 @@ transaction is already open here costs no question to the coordinator.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -96,11 +95,9 @@ class DataApis:
         # Kafka's message conversion metrics (broker/conversion_metrics.py), one set per broker.
         self.conversions = conversions if conversions is not None else conversion_metrics_for(replica_manager)
         self.old = OldVersionData(replica_manager, self.conversions)
-        self._append_deferrable = functools.partial(replica_manager.append_records, defer=True)
-        self._append_transactional_deferrable = functools.partial(self._append_transactional, defer=True)
 
-    async def _append_old(self, body: Any, version: int) -> Any:
-        """Produce v0-2 (message formats v0/v1 converted to v2 on the way)."""
+    async def _append_old(self, body: Any, version: int, *, defer: bool = False) -> Any:
+        """Produce v0-2 (message formats v0/v1 converted to v2 on the way); answered whole, never deferred."""
         resp, failed = await self.old.produce(body, self.rm.append_records)
         if failed and body.acks == 0:
             raise CloseConnection()  # acks=0 has no response: Kafka closes the connection on an error
@@ -113,31 +110,22 @@ class DataApis:
         append = self.rm.append_records if req.api_version > 2 else self._append_old
         # A connection that writes responses in request order by itself may go on to its client's next
         # request while this one waits for acks=all (broker/deferred_response.py).
-        if req.api_version > 2 and getattr(conn, "defers_responses", False):
-            append = self._append_deferrable
+        defer = getattr(conn, "defers_responses", False)
         if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data):
             if b.transactional_id is None or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID,
                                                                 b.transactional_id):
                 if b.acks == 0:
                     raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
                 return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            if append is self._append_deferrable:
-                append = self._append_transactional_deferrable
-            else:
-                append = self._append_transactional
+            append = self._append_transactional
         if not auth.enabled:
-            return await append(b, req.api_version)
+            return await append(b, req.api_version, defer=defer)
         allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
         refused = [t for t in b.topic_data if t.name not in allowed]
         if not refused:
-            return await append(b, req.api_version)
+            return await append(b, req.api_version, defer=defer)
         b.topic_data = [t for t in b.topic_data if t.name in allowed]
-        # The refused partitions are added to the response below: it is made here, not deferred.
-        if append is self._append_deferrable:
-            append = self.rm.append_records
-        elif append is self._append_transactional_deferrable:
-            append = self._append_transactional
-        resp = await append(b, req.api_version)
+        resp = await append(b, req.api_version)  # not deferred: the refused partitions are added below
         if b.acks == 0:
             # Kafka answers an acks=0 produce with an error by closing the connection (after
             # appending what it could), so that the producer refreshes its metadata.
