@@ -487,17 +487,30 @@ class ReplicaManager:
     async def _await_acks(self, pending: dict[TP, tuple[Partition, int]], results: dict[TP, Any],
                           timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+
+        def settle(tp: Any) -> bool:
+            """Kafka's DelayedProduce.tryComplete for one partition: done (answered) or still waiting."""
+            entry = pending.get(tp)
+            if entry is None:
+                return True
+            done, code = entry[0].ack_satisfied(entry[1])
+            if done:
+                if code != ErrorCode.NONE:
+                    results[tp].error_code = code
+                del pending[tp]
+            return done
+
+        def ready(tp: Any) -> bool:
+            # Woken when the last partition is settled, not by every HW move of the partitions.
+            return settle(tp) and not pending
+
         while pending:
-            for tp, (p, required) in list(pending.items()):
-                done, code = p.ack_satisfied(required)
-                if done:
-                    if code != ErrorCode.NONE:
-                        results[tp].error_code = code
-                    del pending[tp]
+            for tp in list(pending):
+                settle(tp)
             remaining = deadline - time.monotonic()
             if not pending or remaining <= 0:
                 break
-            await self.produce_purgatory.wait(pending.keys(), remaining)
+            await self.produce_purgatory.wait(list(pending), remaining, ready)
         for tp in pending:
             results[tp].error_code = ErrorCode.REQUEST_TIMED_OUT
 
@@ -526,7 +539,10 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
-            await self.produce_purgatory.wait([tp], remaining)
+            def ready(_tp: Any, waiting_on: Partition = p) -> bool:
+                return self.partitions.get(tp) is not waiting_on or waiting_on.ack_satisfied(offset)[0]
+
+            await self.produce_purgatory.wait([tp], remaining, ready)
             p = self.partitions.get(tp)
 
     # ------------------------------------------------------------------------------------------------
@@ -559,16 +575,20 @@ class ReplicaManager:
                 if total_bytes:
                     self._count_bytes_out(resp, version, is_follower, total_bytes)
                 return resp
-            # Kafka's DelayedFetch.tryComplete: a wake-up reads again only if a partition it names changed
-            # in what this fetch reads (its end offset, its leadership). A follower's fetch is woken by the
-            # HW moving after the other follower's fetch, a consumer's by appends beyond its HW: reading
-            # every partition of the fetch again for those would find what the last read found.
+            # Kafka's DelayedFetch.tryComplete: the fetch reads again only if a partition it names changed
+            # in what this fetch reads (its end offset, its leadership). A follower's fetch is notified by
+            # the HW moving after the other follower's fetch, a consumer's by appends beyond its HW: reading
+            # every partition of the fetch again for those would find what the last read found. The
+            # purgatory runs this check when it notifies, and leaves the fetch parked when nothing changed.
             seen: dict[Any, tuple[Any, ...]] = {k: self._fetch_watch_state(k, is_follower, isolation) for k in keys}
+
+            def changed(k: Any, seen: dict[Any, tuple[Any, ...]] = seen) -> bool:
+                return self._fetch_watch_state(k, is_follower, isolation) != seen.get(k)
+
             while True:
-                notified = await self.fetch_purgatory.wait(keys, remaining)
+                notified = await self.fetch_purgatory.wait(keys, remaining, changed)
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or any(self._fetch_watch_state(k, is_follower, isolation) != seen.get(k)
-                                         for k in notified):
+                if remaining <= 0 or any(changed(k) for k in notified):
                     break
 
     def _fetch_watch_state(self, tp: Any, is_follower: bool, isolation: int) -> tuple[Any, ...]:

@@ -45,6 +45,47 @@ def test_purgatory_returns_the_keys_notified_and_nothing_after_a_timeout() -> No
     assert waiting == 0
 
 
+def test_purgatory_wakes_only_waiters_whose_ready_says_so() -> None:
+    """Kafka's tryComplete on notification: a waiter that is not ready stays parked, untouched (same
+    registration, no new wait), and is woken by the notification that makes it ready; a ready check
+    that fails wakes its waiter, which meets the failure on its own task."""
+
+    async def scenario() -> tuple[list[Any], list[Any], list[Any], int]:
+        purgatory = Purgatory("Test")
+        hw = {"p": 0}
+        calls: list[Any] = []
+
+        def reaches_3(key: Any) -> bool:
+            calls.append(key)
+            return hw["p"] >= 3
+
+        def broken(key: Any) -> bool:
+            raise RuntimeError("state gone")
+
+        produce = asyncio.ensure_future(purgatory.wait(["p"], 60, reaches_3))
+        plain = asyncio.ensure_future(purgatory.wait(["p"], 60))
+        failing = asyncio.ensure_future(purgatory.wait(["q"], 60, broken))
+        while purgatory.waiting < 3:
+            await asyncio.sleep(0)
+        for moved_to in (1, 2):
+            hw["p"] = moved_to
+            purgatory.notify("p")
+            await asyncio.sleep(0)
+            assert not produce.done() and purgatory.waiting >= 2
+        assert plain.done()  # no ready check: woken by the first notification, as before
+        purgatory.notify("q")
+        assert await failing == ["q"]
+        hw["p"] = 3
+        purgatory.notify("p")
+        return await produce, await plain, calls, purgatory.waiting
+
+    produce, plain, calls, waiting = asyncio.run(scenario())
+    assert produce == ["p"]  # only the notification that made it ready
+    assert plain == ["p"]
+    assert calls == ["p", "p", "p"]  # checked once per notification, never woken to check itself
+    assert waiting == 0
+
+
 def _consumer_fetch(bootstrap: str, topic: str, offset: int, out: list[Any]) -> None:
     mt = request_type(ApiKey.FETCH)
     with RawClient(bootstrap, timeout=LONG_WAIT_MS / 1000) as raw:
