@@ -318,6 +318,8 @@ class _Index:
             return -1
         mm = self._mapping()
         unpack, size = self._key_struct.unpack_from, self.ENTRY_SIZE
+        if unpack(mm, (n - 1) * size)[0] <= target_key:
+            return n - 1  # at or past the last entry: where reads at the tail land
         if unpack(mm, 0)[0] > target_key:
             return -1
         lo, hi = 0, n - 1

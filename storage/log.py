@@ -661,7 +661,7 @@ class PartitionLog:
             t = self.clock() if now is None else now
             try:
                 seg = self._maybe_roll(len(mv), max_ts, first_offset, last_offset, t, segment_bytes, segment_ms)
-                seg.append(mv, last_offset, max_ts, offset_of_max)
+                seg.append(mv, last_offset, max_ts, offset_of_max, headers)
             except OSError as e:
                 raise self._io_failure(e, "append to") from e
             self._leo = last_offset + 1

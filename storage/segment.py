@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from storage.batch_headers import (
@@ -38,6 +39,9 @@ SWAP_SUFFIX = ".swap"
 INT32_MAX = 2**31 - 1
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 _SCAN_WINDOW = 8 * 1024
+# Appends whose batch headers the segment keeps (see Segment.translate_offset): followers and consumers
+# at the tail ask for the batches of the last few appends.
+_RECENT_APPENDS = 8
 
 
 def pread_all(fd: int, length: int, position: int) -> bytes:
@@ -127,6 +131,9 @@ class LogSegment:
         self._rolling_ts: int | None = None
         self._next_offset: int | None = base_offset if new else None
         self._bytes_since_index = 0
+        # (position, headers relative to it) of the last appends, oldest first: a read at the tail finds
+        # its batch here instead of reading headers back from the file after the index lookup.
+        self._recent: deque[tuple[int, Sequence[BatchHeader]]] = deque(maxlen=_RECENT_APPENDS)
         self._closed = False
         self._unsynced = True  # the previous process may have left writes in the page cache
         self.recovered_records = 0
@@ -227,8 +234,10 @@ class LogSegment:
         return parse_header(data)
 
     # -- append --------------------------------------------------------------------------------------
-    def append(self, data: memoryview, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int) -> None:
-        """Write ``data`` (whole batches) at the end; roll back a partial write before raising."""
+    def append(self, data: memoryview, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               headers: Sequence[BatchHeader] | None = None) -> None:
+        """Write ``data`` (whole batches) at the end; roll back a partial write before raising.
+        ``headers``, when given, are those of ``data``'s batches (positions within ``data``)."""
         if not data:
             return
         position = self.size
@@ -256,6 +265,8 @@ class LogSegment:
         self.size = position + total
         self._unsynced = True
         self._next_offset = largest_offset + 1
+        if headers:
+            self._recent.append((position, headers))
         max_ts = self.max_timestamp_and_offset
         if largest_timestamp > max_ts[0]:
             self._max_ts = (largest_timestamp, offset_of_max_timestamp)
@@ -276,6 +287,15 @@ class LogSegment:
     # -- reads ---------------------------------------------------------------------------------------
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """Header of the first batch whose last offset is >= ``offset`` (None if the segment has none)."""
+        recent = self._recent
+        if recent and start_position == 0 and recent[0][1][0].base_offset <= offset:
+            # Within (or past) the last appends: every batch before them ends below ``offset``.
+            for position, headers in recent:
+                if headers[-1].last_offset >= offset:
+                    for h in headers:
+                        if h.last_offset >= offset:
+                            return BatchHeader(position + h.position, *h[1:])
+            return None
         _, pos = self.offset_index.lookup(offset)
         pos = max(pos, start_position)
         for h in self._read_headers(pos, self.size, window=_SCAN_WINDOW):
@@ -323,6 +343,7 @@ class LogSegment:
             return self._recover(fd, on_batch, min_offset)
 
     def _recover(self, fd: int, on_batch: OnBatch | None, min_offset: int | None) -> int:
+        self._recent.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -419,6 +440,7 @@ class LogSegment:
         if h is None:
             return 0
         position = h.position
+        self._recent.clear()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
