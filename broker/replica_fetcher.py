@@ -32,7 +32,7 @@ from controller.network_client import ConnectionSettings, KafkaConnectionError, 
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import request_type
-from protocol.records import iter_batches
+from protocol.records import whole_batches_size
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
@@ -364,9 +364,7 @@ class ReplicaFetcher:
         if quota is not None and records is not None and quota.is_throttled(*p.tp):
             quota.record(len(records))
         if records is not None and len(records):
-            end = 0
-            for b in iter_batches(records, allow_partial_tail=True):
-                end = b.pos + b.size
+            end = whole_batches_size(records)
             if end:
                 p.log.append(records[:end], assign_offsets=False, from_client=False)
                 self.manager.replication_bytes_in += end

@@ -719,6 +719,27 @@ def iter_batches(
         pos += size
 
 
+def whole_batches_size(buf: ReadableBuffer) -> int:
+    """Bytes of ``buf`` up to the end of its last whole batch: a fetch response may end in a partial one.
+
+    Only the lengths are read (a batchLength below the header size raises ``CorruptRecordError``): a
+    follower hands the bytes to its log's append, which parses and checks every header anyway.
+    """
+    end = len(buf)
+    pos = 0
+    unpack_length = _INT32.unpack_from
+    while end - pos >= LOG_OVERHEAD:
+        (length,) = unpack_length(buf, pos + BATCH_LENGTH_OFFSET)
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"record batch at position {pos} has batchLength {length}, below the minimum {MIN_BATCH_LENGTH}"
+            )
+        if length + LOG_OVERHEAD > end - pos:
+            break
+        pos += length + LOG_OVERHEAD
+    return pos
+
+
 def single_batch(buf: ReadableBuffer) -> BatchView:
     """The one batch a v3+ Produce request must carry per partition (INVALID_RECORD otherwise)."""
     views = iter_batches(buf)

@@ -47,6 +47,7 @@ from protocol.records import (
     parse_control_record,
     scan_valid_prefix,
     single_batch,
+    whole_batches_size,
 )
 from protocol.varint import encode_varint
 
@@ -500,6 +501,22 @@ def test_views_over_a_writable_mmap_leave_no_exports(tmp_path: Path) -> None:
     assert all(b.validate_crc() for b in MemoryRecords(path.read_bytes()))
     assert [b.base_offset for b in MemoryRecords(path.read_bytes())] == [50, 70]
     assert [b.max_timestamp for b in MemoryRecords(path.read_bytes())] == [77, 77]
+
+
+def test_whole_batches_size_stops_before_a_partial_tail() -> None:
+    """What a follower appends of a fetch response: the whole batches, not the one the size limit cut."""
+    a, b = build_batch(sample_records(3)), build_batch(sample_records(4), base_offset=3)
+    data = a + b
+    assert whole_batches_size(b"") == 0
+    assert whole_batches_size(data) == len(data)
+    for cut in (1, 11, 12, 60, len(a) - 1):
+        assert whole_batches_size(data[:cut]) == 0
+    for cut in (len(a), len(a) + 1, len(a) + 11, len(a) + 12, len(data) - 1):
+        assert whole_batches_size(memoryview(data)[:cut]) == len(a)
+    tiny = bytearray(data)
+    struct.pack_into(">i", tiny, len(a) + 8, 10)  # the second batch's batchLength below a header
+    with pytest.raises(CorruptRecordError, match="below the minimum"):
+        whole_batches_size(tiny)
 
 
 def test_read_only_buffers_refuse_writes() -> None:
