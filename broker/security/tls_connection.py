@@ -25,6 +25,8 @@ import os
 import socket
 import ssl
 import time
+from collections.abc import Callable
+from typing import Any
 
 from cryptography import x509
 
@@ -67,12 +69,14 @@ def _give_back(buf: bytearray) -> None:
 
 
 class TlsConnection(Connection):
-    """A Connection whose transport is TLS; the request loop is Connection's."""
+    """A Connection whose transport is TLS; the request loop is Connection's, deferred answers included.
 
-    # One task at a time drives the TLS object: a write that has to wait for the socket to be
-    # readable (and a read that waits for it to be writable) would take the other task's place in the
-    # loop's reader or writer. So responses are written by the request loop, one request at a time.
-    defers_responses = False
+    The request loop reads while the writer task writes, through the one TLS object: an SSL_write may
+    have to wait for the socket to be readable, an SSL_read for it to be writable, and the peer watch
+    waits for readability too. The event loop keeps one reader and one writer callback per descriptor,
+    so those waits share them (``_on_readable`` / ``_on_writable``): each readiness wakes every waiter
+    of its direction, and the callback is removed with the last one.
+    """
 
     def __init__(self, sock: socket.socket, handler: Handler, *, tls: ListenerTls, security_protocol: str,
                  handshake_timeout_s: float, max_request_bytes: int, listener: str,
@@ -89,6 +93,8 @@ class TlsConnection(Connection):
         self._recv_into = self._tls_recv_into
         self._scatter = False
         self.peer_dn: str | None = None  # the client certificate's subject (RFC 2253), when one was sent
+        self._on_readable: list[Callable[[], None]] = []
+        self._on_writable: list[Callable[[], None]] = []
 
     # -- handshake ----------------------------------------------------------------------------------
 
@@ -128,19 +134,51 @@ class TlsConnection(Connection):
 
     # -- transport ----------------------------------------------------------------------------------
 
-    async def _readable(self) -> None:
-        self._waited = True
+    def _add_waiter(self, waiters: list[Callable[[], None]], callback: Callable[[], None],
+                    add: Callable[..., Any]) -> None:
+        if not waiters:
+            add(self.fd, _wake_all, waiters)
+        waiters.append(callback)
+
+    def _remove_waiter(self, waiters: list[Callable[[], None]], callback: Callable[[], None],
+                       remove: Callable[[int], Any]) -> None:
+        try:
+            waiters.remove(callback)
+        except ValueError:
+            return
+        if not waiters:
+            remove(self.fd)
+
+    async def _ready(self, waiters: list[Callable[[], None]], add: Callable[..., Any],
+                     remove: Callable[[int], Any]) -> None:
         fut: asyncio.Future[None] = self.loop.create_future()
 
         def ready() -> None:
             if not fut.done():
                 fut.set_result(None)
 
-        self.loop.add_reader(self.fd, ready)
+        self._add_waiter(waiters, ready, add)
         try:
             await fut
         finally:
-            self.loop.remove_reader(self.fd)
+            self._remove_waiter(waiters, ready, remove)
+
+    async def _readable(self) -> None:
+        self._waited = True
+        await self._ready(self._on_readable, self.loop.add_reader, self.loop.remove_reader)
+
+    async def _writable(self) -> None:
+        await self._ready(self._on_writable, self.loop.add_writer, self.loop.remove_writer)
+
+    def _watch_peer(self) -> None:
+        if not self.closed and not self._watching:
+            self._watching = True
+            self._add_waiter(self._on_readable, self._peer_readable, self.loop.add_reader)
+
+    def _unwatch_peer(self) -> None:
+        if self._watching:
+            self._watching = False
+            self._remove_waiter(self._on_readable, self._peer_readable, self.loop.remove_reader)
 
     async def _tls_recv_into(self, sock: socket.socket, buf: memoryview) -> int:
         while True:
@@ -204,6 +242,11 @@ class TlsConnection(Connection):
             return True
         finally:
             raw.detach()
+
+
+def _wake_all(waiters: list[Callable[[], None]]) -> None:
+    for callback in list(waiters):  # a callback may remove itself (the peer watch does)
+        callback()
 
 
 def _describe(e: BaseException) -> str:

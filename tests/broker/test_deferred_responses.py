@@ -3,7 +3,7 @@
 writes every answer in request order.
 
 The first tests drive a real ``Connection`` over a socket pair with a handler whose deferred answers
-the test completes by hand. The last two run a 2-broker cluster: with the follower stopped, three
+the test completes by hand (tests/security/test_tls_deferred_responses.py does the same over TLS). The last two run a 2-broker cluster: with the follower stopped, three
 pipelined acks=all produces on one connection (idempotent, then transactional) are all appended
 before any is answered, and the answers come back in order once the follower fetches them.
 """
@@ -23,7 +23,6 @@ import uvloop
 from broker.connection import CloseConnection, Connection, Parts
 from broker.deferred_response import DeferredResponse
 from broker.request_queue import RequestPermits
-from broker.security.tls_connection import TlsConnection
 from protocol.api_versions import ApiKey
 from protocol.messages import decode_response, encode_request, new_request, request_type
 from protocol.records import NewRecord, build_batch
@@ -196,13 +195,6 @@ def test_a_client_that_leaves_stops_the_deferred_work_and_gives_the_permits_back
         assert not conn.busy
 
     _run(scenario)
-
-
-def test_tls_connections_answer_one_request_at_a_time() -> None:
-    # A TLS object is driven by one task: its writes may wait for readability and its reads for
-    # writability, which would take the request loop's place in the event loop.
-    assert Connection.defers_responses is True
-    assert TlsConnection.defers_responses is False
 
 
 def _produce_frame(cid: int, topic: str, batch: bytes, transactional_id: str | None = None) -> bytes:
