@@ -39,7 +39,7 @@ SWAP_SUFFIX = ".swap"
 INT32_MAX = 2**31 - 1
 _RECOVERY_CHUNK = 4 * 1024 * 1024
 _SCAN_WINDOW = 8 * 1024
-# Appends whose batch headers the segment keeps (see Segment.translate_offset): followers and consumers
+# Appends whose batch headers the segment keeps (see LogSegment.translate_offset): followers and consumers
 # at the tail ask for the batches of the last few appends.
 _RECENT_APPENDS = 8
 
