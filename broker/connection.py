@@ -97,9 +97,6 @@ class CloseConnection(Exception):
 class Connection:
     """A client socket served by the broker's event loop."""
 
-    # It writes responses in request order by itself, so a handler may hand back a DeferredResponse.
-    defers_responses = True
-
     def __init__(self, sock: socket.socket, handler: Handler, *, max_request_bytes: int,
                  listener: str, stats: ConnectionStats | None = None, permits: RequestPermits | None = None,
                  peer: tuple[str, int] | None = None) -> None:

@@ -108,9 +108,6 @@ class DataApis:
         auth = self.auth
         # The current versions call the replica manager directly: no extra call on the fast path.
         append = self.rm.append_records if req.api_version > 2 else self._append_old
-        # A connection that writes responses in request order by itself may go on to its client's next
-        # request while this one waits for acks=all (broker/deferred_response.py).
-        defer = getattr(conn, "defers_responses", False)
         if any(_has_transactional_batch(p.records) for t in b.topic_data for p in t.partition_data):
             if b.transactional_id is None or not auth.authorize(conn, req, WRITE, ResourceType.TRANSACTIONAL_ID,
                                                                 b.transactional_id):
@@ -118,12 +115,14 @@ class DataApis:
                     raise CloseConnection()  # acks=0 has no response: Kafka closes the connection instead
                 return _produce_refused(b, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             append = self._append_transactional
+        # Connections write answers in request order themselves: the connection goes on to its client's
+        # next request while this one waits for acks=all (broker/deferred_response.py).
         if not auth.enabled:
-            return await append(b, req.api_version, defer=defer)
+            return await append(b, req.api_version, defer=True)
         allowed = auth.filter_by_authorized(conn, req, WRITE, TOPIC, (t.name for t in b.topic_data))
         refused = [t for t in b.topic_data if t.name not in allowed]
         if not refused:
-            return await append(b, req.api_version, defer=defer)
+            return await append(b, req.api_version, defer=True)
         b.topic_data = [t for t in b.topic_data if t.name in allowed]
         resp = await append(b, req.api_version)  # not deferred: the refused partitions are added below
         if b.acks == 0:
