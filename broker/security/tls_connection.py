@@ -208,7 +208,9 @@ class TlsConnection(Connection):
             self.stats.bytes_out += n
             data = data[n:]
 
-    async def _send_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
+    async def _send_bytes(self, chunks: list[bytes | bytearray | memoryview], *, more: bool = False) -> None:
+        # ``more`` (hold the bytes for the file data that follows) has no TLS counterpart: the
+        # region is read and encrypted into records of its own.
         data = memoryview(b"".join(chunks)) if len(chunks) > 1 else memoryview(chunks[0]).cast("B")
         await self._write_all(data)
 

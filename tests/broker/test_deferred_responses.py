@@ -3,9 +3,11 @@
 writes every answer in request order.
 
 The first tests drive a real ``Connection`` over a socket pair with a handler whose deferred answers
-the test completes by hand (tests/security/test_tls_deferred_responses.py does the same over TLS). The last two run a 2-broker cluster: with the follower stopped, three
-pipelined acks=all produces on one connection (idempotent, then transactional) are all appended
-before any is answered, and the answers come back in order once the follower fetches them.
+the test completes by hand (tests/security/test_tls_deferred_responses.py does the same over TLS). Two
+run a 2-broker cluster: with the follower stopped, three pipelined acks=all produces on one connection
+(idempotent, then transactional) are all appended before any is answered, and the answers come back in
+order once the follower fetches them. The last three count the connection's sends: answers made
+together leave in one, and a fetch-like answer's header waits in the socket for its file data.
 """
 
 from __future__ import annotations
@@ -296,3 +298,113 @@ def test_pipelined_transactional_produces_are_appended_and_answered_in_order(
     # The markers are written after EndTxn's answer: the LSO moves past the transaction soon after.
     wait_until(lambda: read_all(cluster.bootstrap, topic, "read_committed") == [b"t0", b"t1", b"t2", b"t3"], 30,
                "the committed transaction readable")
+
+
+class _CountingSocket:
+    """The connection's socket, with every send() recorded (its flags too)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.sends: list[tuple[bytes, int]] = []
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        n = self._sock.send(data, flags)
+        self.sends.append((bytes(data[:n]), flags))
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def test_answers_completed_together_go_out_in_one_send_in_request_order() -> None:
+    async def scenario(client: socket.socket, conn: Connection, h: Scripted, _p: RequestPermits) -> None:
+        counting = _CountingSocket(conn.sock)
+        conn.sock = counting  # type: ignore[assignment]
+        await asyncio.get_running_loop().sock_sendall(client, b"".join(
+            _frame(p) for p in (b"D1", b"D2", b"D3", b"P4")))
+        await _until(lambda: len(h.handled) == 4, "all four requests handled")
+        h.release[b"D3"].set_result(None)
+        h.release[b"D2"].set_result(None)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert _nothing_to_read(client) and counting.sends == []
+        h.release[b"D1"].set_result(None)  # the head is ready: everything behind it is too
+        assert await _read_frames(client, 4) == [b"D1", b"D2", b"D3", b"P4"]
+        assert counting.sends == [(b"".join(_frame(p) for p in (b"D1", b"D2", b"D3", b"P4")), 0)]
+        await _until(lambda: not conn.busy, "the queue to empty")
+
+        # An answer behind the head that is still waiting stops the run: the head goes alone, and
+        # the rest follow once it is made.
+        counting.sends.clear()
+        await asyncio.get_running_loop().sock_sendall(client, b"".join(
+            _frame(p) for p in (b"D5", b"D6", b"P7")))
+        await _until(lambda: len(h.handled) == 7, "three more requests handled")
+        h.release[b"D5"].set_result(None)
+        assert await _read_frames(client, 1) == [b"D5"]
+        h.release[b"D6"].set_result(None)
+        assert await _read_frames(client, 2) == [b"D6", b"P7"]
+        assert [data for data, _ in counting.sends] == [_frame(b"D5"), _frame(b"D6") + _frame(b"P7")]
+
+    _run(scenario)
+
+
+def test_a_failed_answer_behind_ready_ones_lets_them_out_and_then_closes() -> None:
+    async def scenario(client: socket.socket, conn: Connection, h: Scripted, permits: RequestPermits) -> None:
+        await asyncio.get_running_loop().sock_sendall(client, b"".join(
+            _frame(p) for p in (b"D1", b"D2", b"D3")))
+        await _until(lambda: len(h.handled) == 3, "all three requests handled")
+        h.release[b"D3"].set_result(None)
+        h.release[b"D2"].set_exception(RuntimeError("the deferred work failed"))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        h.release[b"D1"].set_result(None)
+        assert await _read_frames(client, 1) == [b"D1"]
+        assert await asyncio.get_running_loop().sock_recv(client, 1) == b"", "the connection stayed open"
+        await _until(lambda: conn.closed and permits.in_flight == 0, "the connection closed, permits back")
+
+    _run(scenario)
+
+
+def test_bytes_before_a_file_region_are_held_for_its_data_and_regions_stop_a_coalesced_run(tmp_path: Any) -> None:
+    from protocol.schema import FileRegion
+
+    data_file = tmp_path / "segment"
+    data_file.write_bytes(b"x" * 1000 + b"REGION-DATA" + b"y" * 1000)
+    fd = os.open(data_file, os.O_RDONLY)
+
+    class WithRegion(Scripted):
+        async def _later(self, payload: bytes, fut: asyncio.Future[None]) -> Parts:
+            await fut
+            if payload == b"D2":  # a fetch-like answer: its size and header, then the file's bytes
+                return [struct.pack(">i", 2 + 11) + b"H2", FileRegion(fd, 1000, 11)]
+            return [_frame(payload)]
+
+    async def main() -> None:
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            client = socket.create_connection(server.getsockname())
+            accepted, _ = server.accept()
+        client.setblocking(False)
+        h = WithRegion()
+        conn = Connection(accepted, h, max_request_bytes=1 << 20, listener="PLAINTEXT",
+                          permits=RequestPermits(1 << 20))
+        counting = _CountingSocket(conn.sock)
+        conn.sock = counting  # type: ignore[assignment]
+        task = asyncio.ensure_future(conn.serve())
+        try:
+            await asyncio.get_running_loop().sock_sendall(client, b"".join(
+                _frame(p) for p in (b"D1", b"D2", b"P3")))
+            await _until(lambda: len(h.handled) == 3, "all three requests handled")
+            h.release[b"D2"].set_result(None)
+            for _ in range(10):
+                await asyncio.sleep(0)
+            h.release[b"D1"].set_result(None)
+            assert await _read_frames(client, 3) == [b"D1", b"H2REGION-DATA", b"P3"]
+            assert counting.sends == [(_frame(b"D1"), 0), (struct.pack(">i", 13) + b"H2", socket.MSG_MORE),
+                                      (_frame(b"P3"), 0)]
+        finally:
+            client.close()
+            await asyncio.wait([task], timeout=30)
+            os.close(fd)
+        assert task.done()
+
+    uvloop.run(main())
