@@ -170,6 +170,9 @@ class Connection:
         self.last_active = time.monotonic()  # last byte received or sent (idle expiry, LRU closing)
         self.close_reason: str | None = None  # set by whoever closes it from outside (metrics, logs)
         self._watching = False  # watching the socket for the client leaving during a long request
+        # The plain receive's registration with the loop, kept between waits (_wait_readable).
+        self._reader_armed = False
+        self._read_waiter: asyncio.Future[None] | None = None
         self._permit: int | None = None  # size of the request permit held, while one is
         self._api_key = -1  # of the request being handled
         # Who the peer is: ANONYMOUS until TLS (client certificate) or SASL says otherwise.
@@ -211,17 +214,46 @@ class Connection:
         self.last_active = time.monotonic()
 
     async def _plain_recv_into(self, sock: socket.socket, buf: memoryview) -> int:
-        """Receive into ``buf``: straight from the socket when bytes are waiting, else through the loop.
+        """Receive into ``buf``: straight from the socket when bytes are waiting, else after waiting
+        for the socket to become readable.
 
-        The loop's receive registers the socket with epoll, waits a loop turn and unregisters it again:
-        about ten system calls per receive. A client that keeps requests in flight (every producer)
-        almost always has its next bytes waiting, so trying the socket first saves all of them."""
+        A client that keeps requests in flight (every producer) almost always has its next bytes
+        waiting, so the socket is tried first. One that does not (a follower: one fetch at a time)
+        makes the connection wait after every answer; the wait keeps the socket registered with the
+        loop from one request to the next (``_wait_readable``), where the loop's own receive would
+        register and unregister it each time: with uvloop, a new poll handle, an ioctl and about five
+        epoll_ctl calls per receive."""
+        while True:
+            try:
+                return sock.recv_into(buf)
+            except BlockingIOError:
+                pass
+            self._waited = True
+            await self._wait_readable()
+
+    async def _wait_readable(self) -> None:
+        fut = self._read_waiter = self.loop.create_future()
+        if not self._reader_armed:
+            self._reader_armed = True
+            self.loop.add_reader(self.fd, self._socket_readable)
         try:
-            return sock.recv_into(buf)
-        except BlockingIOError:
-            pass
-        self._waited = True
-        return await self.loop.sock_recv_into(sock, buf)
+            await fut
+        finally:
+            self._read_waiter = None
+
+    def _socket_readable(self) -> None:
+        fut = self._read_waiter
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+            return
+        # Readable while nobody waits (a request is being handled, or answers wait to be written):
+        # epoll is level-triggered, so the registration goes, or it would fire on every loop turn.
+        self._disarm_reader()
+
+    def _disarm_reader(self) -> None:
+        if self._reader_armed:
+            self._reader_armed = False
+            self.loop.remove_reader(self.fd)
 
     async def read_frame(self) -> memoryview:
         """The next request frame, in a writable buffer of its own (handlers may keep views).
@@ -567,6 +599,7 @@ class Connection:
     def _watch_peer(self) -> None:
         if not self.closed and not self._watching:
             self._watching = True
+            self._reader_armed = False  # the watch takes the descriptor's one reader over
             self.loop.add_reader(self.fd, self._peer_readable)
 
     def _unwatch_peer(self) -> None:
@@ -617,6 +650,7 @@ class Connection:
             return
         if not self.closed:
             self.closed = True
+            self._disarm_reader()
             try:
                 self.sock.close()
             except OSError:

@@ -1,11 +1,14 @@
 """How a plain connection receives requests (broker/connection.py): a request bigger than the read
 buffer is finished with one receive that also takes the start of the next request into the buffer, and
-whatever way the bytes arrive, every frame comes out whole, in order, and nothing else."""
+whatever way the bytes arrive, every frame comes out whole, in order, and nothing else. A client that
+waits for each answer (a follower) keeps the connection's registration with the loop from one request
+to the next, and bytes that arrive while nobody waits for them do not keep the loop firing."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import select
 import socket
 import struct
 import threading
@@ -116,3 +119,104 @@ def test_a_waiting_request_costs_one_receive() -> None:
     assert broker_side.scattered_ahead >= len(frames) // 2, broker_side.scattered_ahead
     # Two receives per request before: the buffer's 4 KiB, then the rest of the frame.
     assert broker_side.receives < 1.5 * len(frames), broker_side.receives
+
+
+class _CountingLoopReaders:
+    """Counts the loop's add_reader / remove_reader calls for one descriptor."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        self.added = self.removed = 0
+        real_add, real_remove = loop.add_reader, loop.remove_reader
+
+        def add_reader(fd_: int, callback: Callable[..., object], *args: object) -> None:
+            if fd_ == fd:
+                self.added += 1
+            real_add(fd_, callback, *args)
+
+        def remove_reader(fd_: int) -> bool:
+            if fd_ == fd:
+                self.removed += 1
+            return real_remove(fd_)
+
+        loop.add_reader = add_reader  # type: ignore[method-assign]
+        loop.remove_reader = remove_reader  # type: ignore[method-assign]
+
+
+def test_a_client_that_waits_for_each_answer_keeps_the_registration() -> None:
+    async def main() -> None:
+        client, broker_side = _connected_pair()
+        client.setblocking(False)
+        loop = asyncio.get_running_loop()
+        readers = _CountingLoopReaders(loop, broker_side.fileno())
+
+        async def handler(conn: Connection, frame: memoryview) -> list[bytes]:
+            return [struct.pack(">i", len(frame)) + bytes(frame)]
+
+        conn = Connection(broker_side, handler, max_request_bytes=1 << 20, listener="l", peer=("c", 1))
+        task = asyncio.create_task(conn.serve())
+        for i in range(50):  # one request at a time, as a follower fetches
+            await loop.sock_sendall(client, _frame(i, 100))
+            answer = b""
+            while len(answer) < 104:
+                answer += await loop.sock_recv(client, 4096)
+            assert answer == _frame(i, 100)
+        # Every request after the first was waited for: with the registration kept, the loop was
+        # asked once (it was asked and told to forget twice per request before).
+        assert readers.added == 1 and readers.removed == 0, (readers.added, readers.removed)
+        client.close()
+        await asyncio.wait_for(task, 30)
+        assert conn.closed and readers.removed == 1  # closing lets the descriptor go first
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
+
+
+def test_bytes_arriving_while_a_request_is_handled_do_not_keep_the_loop_firing() -> None:
+    async def main() -> None:
+        client, broker_side = _connected_pair()
+        client.setblocking(False)
+        # Without it, Nagle would hold the third request until the second is acknowledged.
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        loop = asyncio.get_running_loop()
+        release: asyncio.Future[None] = loop.create_future()
+        handled: list[bytes] = []
+
+        async def handler(conn: Connection, frame: memoryview) -> list[bytes]:
+            handled.append(bytes(frame))
+            if len(handled) == 2:
+                await release  # a long request; the client's next one waits in the socket meanwhile
+            return [struct.pack(">i", len(frame)) + bytes(frame)]
+
+        conn = Connection(broker_side, handler, max_request_bytes=1 << 20, listener="l", peer=("c", 1))
+        fired = 0
+        real = conn._socket_readable
+
+        def counting() -> None:
+            nonlocal fired
+            fired += 1
+            real()
+
+        conn._socket_readable = counting  # type: ignore[method-assign]
+        task = asyncio.create_task(conn.serve())
+        await loop.sock_sendall(client, _frame(1, 10))
+        assert await loop.sock_recv(client, 4096) == _frame(1, 10)  # the connection waits, registered
+        await loop.sock_sendall(client, _frame(2, 10))
+        while len(handled) < 2:
+            await asyncio.sleep(0.001)
+        before = fired
+        await loop.sock_sendall(client, _frame(3, 10))  # readable while nobody waits for it
+        assert select.select([broker_side], [], [], 5)[0], "the third request did not arrive"
+        for _ in range(200):
+            await asyncio.sleep(0)
+        assert fired - before <= 1, f"the reader fired {fired - before} times while nobody waited"
+        release.set_result(None)
+        got = b""
+        while len(got) < 28:
+            got += await loop.sock_recv(client, 4096)
+        assert got == _frame(2, 10) + _frame(3, 10)
+        assert handled == [_frame(i, 10)[4:] for i in (1, 2, 3)]
+        client.close()
+        await asyncio.wait_for(task, 30)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
