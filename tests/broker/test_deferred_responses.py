@@ -99,18 +99,20 @@ def _nothing_to_read(client: socket.socket) -> bool:
     return False
 
 
-def _run(scenario: Callable[[socket.socket, Connection, Scripted, RequestPermits], Any]) -> Any:
+def _run(scenario: Callable[[socket.socket, Connection, Scripted, RequestPermits], Any],
+         handler: Scripted | None = None) -> Any:
+    scripted = handler or Scripted()
+
     async def main() -> Any:
         with socket.create_server(("127.0.0.1", 0)) as server:
             client = socket.create_connection(server.getsockname())
             accepted, _ = server.accept()
         client.setblocking(False)
-        handler = Scripted()
         permits = RequestPermits(1 << 20)
-        conn = Connection(accepted, handler, max_request_bytes=1 << 20, listener="PLAINTEXT", permits=permits)
+        conn = Connection(accepted, scripted, max_request_bytes=1 << 20, listener="PLAINTEXT", permits=permits)
         task = asyncio.ensure_future(conn.serve())
         try:
-            return await scenario(client, conn, handler, permits)
+            return await scenario(client, conn, scripted, permits)
         finally:
             client.close()
             await asyncio.wait([task], timeout=30)
@@ -379,32 +381,21 @@ def test_bytes_before_a_file_region_are_held_for_its_data_and_regions_stop_a_coa
                 return [struct.pack(">i", 2 + 11) + b"H2", FileRegion(fd, 1000, 11)]
             return [_frame(payload)]
 
-    async def main() -> None:
-        with socket.create_server(("127.0.0.1", 0)) as server:
-            client = socket.create_connection(server.getsockname())
-            accepted, _ = server.accept()
-        client.setblocking(False)
-        h = WithRegion()
-        conn = Connection(accepted, h, max_request_bytes=1 << 20, listener="PLAINTEXT",
-                          permits=RequestPermits(1 << 20))
+    async def scenario(client: socket.socket, conn: Connection, h: Scripted, _p: RequestPermits) -> None:
         counting = _CountingSocket(conn.sock)
         conn.sock = counting  # type: ignore[assignment]
-        task = asyncio.ensure_future(conn.serve())
-        try:
-            await asyncio.get_running_loop().sock_sendall(client, b"".join(
-                _frame(p) for p in (b"D1", b"D2", b"P3")))
-            await _until(lambda: len(h.handled) == 3, "all three requests handled")
-            h.release[b"D2"].set_result(None)
-            for _ in range(10):
-                await asyncio.sleep(0)
-            h.release[b"D1"].set_result(None)
-            assert await _read_frames(client, 3) == [b"D1", b"H2REGION-DATA", b"P3"]
-            assert counting.sends == [(_frame(b"D1"), 0), (struct.pack(">i", 13) + b"H2", socket.MSG_MORE),
-                                      (_frame(b"P3"), 0)]
-        finally:
-            client.close()
-            await asyncio.wait([task], timeout=30)
-            os.close(fd)
-        assert task.done()
+        await asyncio.get_running_loop().sock_sendall(client, b"".join(
+            _frame(p) for p in (b"D1", b"D2", b"P3")))
+        await _until(lambda: len(h.handled) == 3, "all three requests handled")
+        h.release[b"D2"].set_result(None)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        h.release[b"D1"].set_result(None)
+        assert await _read_frames(client, 3) == [b"D1", b"H2REGION-DATA", b"P3"]
+        assert counting.sends == [(_frame(b"D1"), 0), (struct.pack(">i", 13) + b"H2", socket.MSG_MORE),
+                                  (_frame(b"P3"), 0)]
 
-    uvloop.run(main())
+    try:
+        _run(scenario, WithRegion())
+    finally:
+        os.close(fd)
