@@ -267,6 +267,10 @@ class LogSegment:
         self._next_offset = largest_offset + 1
         if headers:
             self._recent.append((position, headers))
+        else:
+            # The kept appends must be the segment's last ones with nothing between them, or a read
+            # could skip the batches of an append that is not among them.
+            self._recent.clear()
         max_ts = self.max_timestamp_and_offset
         if largest_timestamp > max_ts[0]:
             self._max_ts = (largest_timestamp, offset_of_max_timestamp)

@@ -63,3 +63,21 @@ def test_follower_appends_with_offset_gaps_and_a_truncation(tmp_path: Path) -> N
         offset += n
     _assert_agrees(lg)
     lg.close()
+
+
+def test_an_append_without_headers_is_not_skipped_by_a_tail_read(tmp_path: Path) -> None:
+    from storage.batch_headers import buffer_headers
+
+    lg = PartitionLog(str(tmp_path / "t-0"), CONFIG)
+    lg.append(_batch(3), leader_epoch=0)  # offsets 0-2, remembered with its headers
+    seg = lg.segments[-1]
+    # Appends straight to the segment (as the cleaner writes its output), one without its headers.
+    middle, last = _batch(2, base=3), _batch(4, base=5)
+    seg.append(memoryview(middle), 4, -1, 3)
+    seg.append(memoryview(last), 8, -1, 5, buffer_headers(memoryview(last)))
+    disk = _from_disk(seg)
+    for offset in range(0, 10):
+        assert seg.translate_offset(offset) == disk.translate_offset(offset), offset
+    assert seg.translate_offset(3) is not None and seg.translate_offset(3).base_offset == 3
+    disk.close()
+    lg.close()
