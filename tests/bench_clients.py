@@ -15,8 +15,10 @@ librdkafka producer and consumer, and end-to-end latency (acks=1, acks=all). Pha
 each: produce to a topic of RF=1 with acks=1 and to one of RF=3, min.insync.replicas=2 with acks=all
 (3 partitions each, so every broker leads one), with both clients, and acks=all end-to-end latency on
 RF=3. Each phase begins with one uncounted run of every case, as large as a counted one, for the
-JVMs' JIT (Kafka's broker and the Java clients). Next to throughput: the brokers' CPU seconds per million records (utime + stime from
-/proc/PID/stat, summed over a cluster's brokers), the steadiest figure on shared cores.
+JVMs' JIT (Kafka's broker and the Java clients). Next to throughput: the brokers' CPU seconds per
+million records (utime + stime from /proc/PID/stat, summed over a cluster's brokers), the steadiest
+figure on shared cores, and the client's CPU seconds (its process, from getrusage of ended children):
+the client takes from the same two cores, and a Java client started per run keeps compiling during it.
 
 Printed: every run, the medians and ratios kafkette/Kafka, the replicated/unreplicated ratio of each
 system (per run, then the median) and a table of the targets, met or not. A missed target does not
@@ -35,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -90,10 +93,17 @@ class Measurement:
     p99_ms: float = math.nan
     avg_ms: float = math.nan
     load: float = math.nan  # 1-minute load average at the end of the run
+    # The client's CPU seconds during the run (its process and threads, user and system). On two
+    # shared cores the client and the brokers take from the same CPU, so a run's rate depends on both.
+    client_cpu: float = math.nan
 
     @property
     def cpu_per_million(self) -> float:
         return bu.per_million(self.cpu, self.records)
+
+    @property
+    def client_cpu_per_million(self) -> float:
+        return bu.per_million(self.client_cpu, self.records)
 
 
 @dataclass(frozen=True)
@@ -287,9 +297,19 @@ def side_by_side(n: int) -> Iterator[list[System]]:
 
 def measure(case: Case, system: System, scale: Scale) -> Measurement:
     cpu0 = bu.total_cpu_seconds(system.pids)
+    client0 = _ended_children_cpu_seconds()
     m = case.run(system, scale)
     cpu = bu.total_cpu_seconds(system.pids) - cpu0
-    return Measurement(m.records, cpu, m.records_per_s, m.p50_ms, m.p99_ms, m.avg_ms, bu.load_average()[0])
+    # Every client runs as a child process that has ended by now (the brokers and ZooKeeper, children
+    # too, are still running and so not in this count).
+    client = _ended_children_cpu_seconds() - client0
+    return Measurement(m.records, cpu, m.records_per_s, m.p50_ms, m.p99_ms, m.avg_ms, bu.load_average()[0],
+                       client_cpu=client)
+
+
+def _ended_children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def describe(m: Measurement, kind: str) -> str:
@@ -297,8 +317,10 @@ def describe(m: Measurement, kind: str) -> str:
         what = f"{m.records_per_s:>11,.0f} rec/s {m.records_per_s * RECORD_SIZE / 1e6:>6.1f} MB/s"
     else:
         what = f"p50 {m.p50_ms:>3.0f} ms  p99 {m.p99_ms:>4.0f} ms  avg {m.avg_ms:6.3f} ms"
-        return f"{what}  broker CPU {m.cpu:6.2f} s for {m.records:,} round trips  load {m.load:4.1f}"
-    return f"{what}  broker CPU {m.cpu:6.2f} s = {m.cpu_per_million:6.2f} s/M records  load {m.load:4.1f}"
+        return (f"{what}  broker CPU {m.cpu:6.2f} s for {m.records:,} round trips  client CPU "
+                f"{m.client_cpu:6.2f} s  load {m.load:4.1f}")
+    return (f"{what}  broker CPU {m.cpu:6.2f} s = {m.cpu_per_million:6.2f} s/M records  client CPU "
+            f"{m.client_cpu:6.2f} s  load {m.load:4.1f}")
 
 
 def run_phase(title: str, n: int, topics: dict[str, tuple[int, int, dict[str, str]]], cases: list[Case],
@@ -330,26 +352,30 @@ def run_phase(title: str, n: int, topics: dict[str, tuple[int, int, dict[str, st
 def report_medians(results: Results, cases: list[Case]) -> None:
     width = max(len(c.name) for c in cases)
     print(f"\n  {'case (medians)':{width}} {'kafkette':>12} {'kafka':>12} {'ratio':>6} "
-          f"{'kafkette CPU s/M':>17} {'kafka CPU s/M':>14}")
+          f"{'kafkette CPU s/M':>17} {'kafka CPU s/M':>14} {'client CPU s/M':>15}")
     for case in cases:
         cpu = [results.median(case.name, s, "cpu_per_million") for s in SYSTEMS]
         if case.kind == "throughput":
             ours, theirs = (results.median(case.name, s, "records_per_s") for s in SYSTEMS)
+            client = "/".join(f"{results.median(case.name, s, 'client_cpu_per_million'):.2f}" for s in SYSTEMS)
             print(f"  {case.name:{width}} {ours:>12,.0f} {theirs:>12,.0f} {bu.ratio(ours, theirs):>6.2f} "
-                  f"{cpu[0]:>17.2f} {cpu[1]:>14.2f}")
+                  f"{cpu[0]:>17.2f} {cpu[1]:>14.2f} {client:>15}")
         else:
             # A latency run is round trips one at a time: its CPU per run, not per million records.
             run_cpu = [f"{results.median(case.name, s, 'cpu'):.2f} s/run" for s in SYSTEMS]
+            client = "/".join(f"{results.median(case.name, s, 'client_cpu'):.2f}" for s in SYSTEMS) + " s/run"
             for pct in ("p50_ms", "p99_ms", "avg_ms"):
                 ours, theirs = (results.median(case.name, s, pct) for s in SYSTEMS)
                 label = f"{case.name} {pct.removesuffix('_ms')}"
                 r = bu.ratio(ours, theirs)
                 shown = f"{r:>6.2f}" if math.isfinite(r) else f"{'n/a':>6}"  # Kafka's under a millisecond
                 print(f"  {label:{width}} {ours:>9.3g} ms {theirs:>9.3g} ms {shown} "
-                      f"{run_cpu[0]:>17} {run_cpu[1]:>14}")
+                      f"{run_cpu[0]:>17} {run_cpu[1]:>14} {client:>15}")
                 run_cpu = ["", ""]
+                client = ""
     print("  (ratio = kafkette / Kafka: above 1 is better for throughput, below 1 for latency; "
-          "CPU s/M = the brokers' CPU seconds per million records)")
+          "CPU s/M = the brokers' CPU seconds per million records; client CPU s/M = the client's, "
+          "against kafkette / against Kafka)")
 
 
 def replicated_ratio(results: Results, system: str, replicated: str, unreplicated: str) -> float:

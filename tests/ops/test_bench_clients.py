@@ -51,6 +51,7 @@ def test_librdkafka_workers_report_what_they_moved(kafka_cluster: object) -> Non
     assert produced.records == RECORDS
     assert produced.records_per_s > 0
     assert produced.cpu >= 0
+    assert produced.client_cpu > 0  # the worker process, ended and counted
 
     consumed = bc.measure(bc.Case("consume", "throughput", bc._rdkafka_consume(topic)), system, scale)
     assert consumed.records == RECORDS
@@ -80,6 +81,27 @@ def test_results_give_medians_ratios_and_targets() -> None:
     # kafkette's p99 is twice Kafka's here: a missed target, reported as such
     assert rows["acks=all, RF=3, 3 brokers: p99 <= Kafka's"] == ("6 ms vs 3 ms", False)
     assert all(met for name, (_, met) in rows.items() if name.endswith("kafkette/Kafka >= 1.0"))
+
+
+def test_medians_show_the_clients_cpu_next_to_the_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    results = bc.Results()
+    for case in bc.REPLICATED_CASES:
+        for system, client_cpu in (("kafkette", 5.0), ("kafka", 6.0)):
+            for run in range(3):
+                if case.kind == "throughput":
+                    results.add(case.name, system, bc.Measurement(1_000_000, 2.0, records_per_s=1000.0 * (run + 1),
+                                                                  load=1.0, client_cpu=client_cpu + run))
+                else:
+                    results.add(case.name, system, bc.Measurement(1000, 0.5, p50_ms=1, p99_ms=3, avg_ms=1.5,
+                                                                  load=2.0, client_cpu=client_cpu / 10))
+    assert results.median(bc.RF3, "kafka", "client_cpu_per_million") == 7.0
+    bc.report_medians(results, bc.REPLICATED_CASES)
+    out = capsys.readouterr().out
+    assert "client CPU s/M" in out.splitlines()[1]
+    rf3 = next(line for line in out.splitlines() if line.strip().startswith(bc.RF3))
+    assert rf3.split()[-1] == "6.00/7.00"  # against kafkette / against Kafka, medians of the three runs
+    latency = next(line for line in out.splitlines() if line.strip().startswith(f"{bc.LAT_RF3} p50"))
+    assert latency.split()[-2:] == ["0.50/0.60", "s/run"]
 
 
 @pytest.mark.slow
