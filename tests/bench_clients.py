@@ -8,13 +8,15 @@ load on the machine falls on both alike. Records are 100 bytes. The clients:
 * Kafka's own ``ProducerPerformance``, ``ConsumerPerformance`` and ``EndToEndLatency`` (kafka-tools
   3.9.1; producers with linger.ms=5, the rest of the client defaults);
 * librdkafka (confluent-kafka): a producer loop with a delivery callback per record and a consumer
-  loop, each in a process of its own (``python -m tests.bench_clients rdkafka-produce|rdkafka-consume``).
+  loop, each in a process of its own (``python -m tests.bench_clients rdkafka-produce|rdkafka-consume|rdkafka-commits``).
 
 Phase 1, one broker each: produce acks=1 and acks=all on 1 and on 1,000 partitions, consume, the
 librdkafka producer and consumer, and end-to-end latency (acks=1, acks=all). Phase 2, three brokers
 each: produce to a topic of RF=1 with acks=1 and to one of RF=3, min.insync.replicas=2 with acks=all
-(3 partitions each, so every broker leads one), with both clients, and acks=all end-to-end latency on
-RF=3. Each phase begins with one uncounted run of every case, as large as a counted one, for the
+(3 partitions each, so every broker leads one), with both clients, acks=all end-to-end latency on
+RF=3, and a group member's synchronous offset commits to the 3-replica __consumer_offsets while
+ProducerPerformance loads the RF=3 topic (``rdkafka-commits``: the commit latency, and whether the
+member lost its group to a missed heartbeat). Each phase begins with one uncounted run of every case, as large as a counted one, for the
 JVMs' JIT (Kafka's broker and the Java clients). Next to throughput: the brokers' CPU seconds per
 million records (utime + stime from /proc/PID/stat, summed over a cluster's brokers), the steadiest
 figure on shared cores, and the client's CPU seconds (its process, from getrusage of ended children):
@@ -34,12 +36,14 @@ fail the benchmark; a benchmark that cannot run does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -96,6 +100,8 @@ class Measurement:
     # The client's CPU seconds during the run (its process and threads, user and system). On two
     # shared cores the client and the brokers take from the same CPU, so a run's rate depends on both.
     client_cpu: float = math.nan
+    # Offset commits under load: the times the group member lost its partitions during the run.
+    rebalances: int | None = None
 
     @property
     def cpu_per_million(self) -> float:
@@ -194,6 +200,61 @@ def rdkafka_consume(bootstrap: str, topic: str, records: int, group: str) -> dic
     return {"records": count, "seconds": elapsed, "marks": marks}
 
 
+COMMIT_SESSION_TIMEOUT_MS = 10_000  # Kafka's default before 3.0: a stricter test of heartbeats than 45 s
+
+
+def rdkafka_commits(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
+    """A group member that commits an offset of ``topic``-0 synchronously, one commit after another,
+    serving its group between commits, until its standard input closes. Prints ``ready`` once the group
+    has assigned it the partition, so that the load starts after the join. Kafka's group coordinator
+    answers a commit once it is written to the ISR of its __consumer_offsets partition, so under
+    replicated load the commit's latency is that partition's acks=all latency; ``rebalances`` counts
+    the times the member lost its partition meanwhile (a heartbeat missed for session.timeout.ms)."""
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    assigned = threading.Event()
+    revoked = 0
+
+    def on_revoke(_c: object, _partitions: object) -> None:
+        nonlocal revoked
+        revoked += 1
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": COMMIT_SESSION_TIMEOUT_MS})
+    consumer.subscribe([topic], on_assign=lambda _c, _partitions: assigned.set(), on_revoke=on_revoke)
+    deadline = time.monotonic() + 120
+    while not assigned.is_set():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{group}: no assignment of {topic} within 120 s")
+        consumer.poll(0.1)
+    stop = threading.Event()
+
+    def wait_for_the_end_of_the_load() -> None:  # stdin closes then; a thread, so commits go on meanwhile
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_for_the_end_of_the_load, daemon=True).start()
+    print("ready", flush=True)
+    latencies: list[float] = []
+    offset = 0
+    try:
+        while not stop.is_set():
+            consumer.poll(0.02)  # the group's callbacks; librdkafka heartbeats from its own thread
+            offset += 1
+            started = time.perf_counter()
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+            latencies.append((time.perf_counter() - started) * 1000)
+        lost = revoked  # before close(), whose own revocation is not a loss
+    finally:
+        consumer.close()
+    ordered = sorted(latencies)
+    return {"commits": len(ordered), "p50_ms": ordered[len(ordered) // 2],
+            "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            "avg_ms": sum(ordered) / len(ordered), "max_ms": ordered[-1], "rebalances": lost}
+
+
 def _rdkafka(command: str, *args: str) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-m", "tests.bench_clients", command, *args], capture_output=True,
                           text=True, timeout=900, cwd=_repo_root())
@@ -249,6 +310,39 @@ def _latency(topic: str, acks: str) -> Callable[[System, Scale], Measurement]:
     return run
 
 
+def _commits_under_load(load_topic: str, probe_topic: str) -> Callable[[System, Scale], Measurement]:
+    """Offset commits (the librdkafka worker above) for as long as ProducerPerformance sends
+    ``scale.records`` records to ``load_topic`` with acks=all."""
+    def run(system: System, scale: Scale) -> Measurement:
+        group = f"bench-commits-{uuid.uuid4().hex[:8]}"
+        with tempfile.TemporaryFile("w+") as err:  # librdkafka's log; a pipe could fill and stall it
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "tests.bench_clients", "rdkafka-commits", system.bootstrap, probe_topic, group],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=_repo_root())
+            try:
+                assert worker.stdout is not None
+                ready = worker.stdout.readline()  # "" if the worker failed before its group's assignment
+                if ready.strip() != "ready":
+                    worker.wait(30)
+                    err.seek(0)
+                    raise RuntimeError(f"commit worker failed ({worker.returncode}): {ready}{err.read()[-3000:]}")
+                bu.producer_performance(system.bootstrap, load_topic, scale.records, RECORD_SIZE, "all",
+                                        PRODUCER_PROPS)
+                out, _ = worker.communicate(input="", timeout=120)  # closes its stdin: the load is over
+            finally:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait()
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            if worker.returncode != 0 or not lines:
+                err.seek(0)
+                raise RuntimeError(f"commit worker failed ({worker.returncode}):\n{out[-2000:]}\n{err.read()[-3000:]}")
+        r = json.loads(lines[-1])
+        return Measurement(int(r["commits"]), 0.0, p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], avg_ms=r["avg_ms"],
+                           rebalances=int(r["rebalances"]))
+    return run
+
+
 SINGLE_TOPICS = {"p1": (1, 1, {}), "p1000": (1000, 1, {}), "e2e": (1, 1, {})}
 SINGLE_CASES = [
     Case("produce acks=1, 1 partition", "throughput", _java_produce("p1", "1")),
@@ -264,18 +358,20 @@ SINGLE_CASES = [
 
 MIN_ISR_2 = {"min.insync.replicas": "2"}
 REPLICATED_TOPICS = {"rf1": (REPLICATED_PARTITIONS, 1, {}), "rf3": (REPLICATED_PARTITIONS, 3, MIN_ISR_2),
-                     "e2e-rf3": (1, 3, MIN_ISR_2)}
+                     "e2e-rf3": (1, 3, MIN_ISR_2), "commit-probe": (1, 3, MIN_ISR_2)}
 RF1 = "produce RF=1 acks=1, 3 brokers"
 RF3 = "produce RF=3 acks=all, 3 brokers"
 RD_RF1 = "librdkafka produce RF=1 acks=1, 3 brokers"
 RD_RF3 = "librdkafka produce RF=3 acks=all, 3 brokers"
 LAT_RF3 = "end-to-end latency RF=3 acks=all"
+COMMITS_RF3 = "offset commit under RF=3 acks=all load"
 REPLICATED_CASES = [
     Case(RF1, "throughput", _java_produce("rf1", "1")),
     Case(RF3, "throughput", _java_produce("rf3", "all")),
     Case(RD_RF1, "throughput", _rdkafka_produce("rf1", "1")),
     Case(RD_RF3, "throughput", _rdkafka_produce("rf3", "all")),
     Case(LAT_RF3, "latency", _latency("e2e-rf3", "all")),
+    Case(COMMITS_RF3, "latency", _commits_under_load("rf3", "commit-probe")),
 ]
 
 
@@ -303,8 +399,7 @@ def measure(case: Case, system: System, scale: Scale) -> Measurement:
     # Every client runs as a child process that has ended by now (the brokers and ZooKeeper, children
     # too, are still running and so not in this count).
     client = _ended_children_cpu_seconds() - client0
-    return Measurement(m.records, cpu, m.records_per_s, m.p50_ms, m.p99_ms, m.avg_ms, bu.load_average()[0],
-                       client_cpu=client)
+    return dataclasses.replace(m, cpu=cpu, load=bu.load_average()[0], client_cpu=client)
 
 
 def _ended_children_cpu_seconds() -> float:
@@ -316,9 +411,10 @@ def describe(m: Measurement, kind: str) -> str:
     if kind == "throughput":
         what = f"{m.records_per_s:>11,.0f} rec/s {m.records_per_s * RECORD_SIZE / 1e6:>6.1f} MB/s"
     else:
-        what = f"p50 {m.p50_ms:>3.0f} ms  p99 {m.p99_ms:>4.0f} ms  avg {m.avg_ms:6.3f} ms"
+        what = f"p50 {m.p50_ms:>5.1f} ms  p99 {m.p99_ms:>5.1f} ms  avg {m.avg_ms:6.3f} ms"
+        lost = "" if m.rebalances is None else f"  partitions lost {m.rebalances}"
         return (f"{what}  broker CPU {m.cpu:6.2f} s for {m.records:,} round trips  client CPU "
-                f"{m.client_cpu:6.2f} s  load {m.load:4.1f}")
+                f"{m.client_cpu:6.2f} s  load {m.load:4.1f}{lost}")
     return (f"{what}  broker CPU {m.cpu:6.2f} s = {m.cpu_per_million:6.2f} s/M records  client CPU "
             f"{m.client_cpu:6.2f} s  load {m.load:4.1f}")
 
@@ -429,6 +525,9 @@ def report(results: Results, phases: list[str], commit: str, load_before: tuple[
         for client, rf3, rf1 in (("ProducerPerformance", RF3, RF1), ("librdkafka", RD_RF3, RD_RF1)):
             print(f"    {client:20} kafkette {replicated_ratio(results, 'kafkette', rf3, rf1):.2f}   "
                   f"Kafka {replicated_ratio(results, 'kafka', rf3, rf1):.2f}")
+        lost = {s: sum(m.rebalances or 0 for m in results.runs.get((COMMITS_RF3, s), [])) for s in SYSTEMS}
+        print(f"\n  {COMMITS_RF3}: times the group member lost its partition, all runs (session.timeout.ms "
+              f"{COMMIT_SESSION_TIMEOUT_MS:,}): kafkette {lost['kafkette']}, Kafka {lost['kafka']}")
     rows = targets(results, phases)
     width = max(len(r[0]) for r in rows)
     print("\n## Targets")
@@ -444,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     args = list(argv or [])  # tests.bench calls main() with its own argv in sys.argv
     if args and args[0] == "rdkafka-produce":
         print(json.dumps(rdkafka_produce(args[1], args[2], int(args[3]), args[4])), flush=True)
+        return 0
+    if args and args[0] == "rdkafka-commits":
+        print(json.dumps(rdkafka_commits(args[1], args[2], args[3])), flush=True)
         return 0
     if args and args[0] == "rdkafka-consume":
         print(json.dumps(rdkafka_consume(args[1], args[2], int(args[3]), args[4])), flush=True)

@@ -59,6 +59,41 @@ def test_librdkafka_workers_report_what_they_moved(kafka_cluster: object) -> Non
     assert bu.total_cpu_seconds(pids) > 0
 
 
+@pytest.mark.slow  # make test keeps its budget; make test-slow runs it
+def test_commit_worker_reports_the_commits_it_made(kafka_cluster: object) -> None:
+    """The offset-commit case: a group member commits while ProducerPerformance runs, and what it
+    reports is what the group coordinator holds."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster = kafka_cluster
+    load, probe = unique("bench-load"), unique("bench-probe")
+    for topic in (load, probe):
+        bu.create_topic(cluster.bootstrap, topic, 1)  # type: ignore[attr-defined]
+    pids = [b.process.pid for b in cluster.brokers]  # type: ignore[attr-defined]
+    system = bc.System("kafkette", cluster.bootstrap, pids)  # type: ignore[attr-defined]
+    case = bc.Case("commits", "latency", bc._commits_under_load(load, probe))
+
+    m = bc.measure(case, system, bc.Scale(RECORDS, 10, 3))
+    assert m.records > 0
+    assert 0 < m.p50_ms <= m.p99_ms
+    assert m.rebalances == 0
+    assert m.client_cpu > 0  # the worker and ProducerPerformance, both ended
+
+    # The worker committed offsets 1..n, one per commit it counted: the group's offset is n.
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # type: ignore[attr-defined]
+    groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid
+              if g.group_id.startswith("bench-commits-")]
+    assert len(groups) == 1
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": groups[0]})  # type: ignore[attr-defined]
+    try:
+        [committed] = member.committed([TopicPartition(probe, 0)], timeout=30)
+    finally:
+        member.close()
+    assert committed.offset == m.records
+
+
 def test_results_give_medians_ratios_and_targets() -> None:
     """Medians, the per-run replicated/unreplicated ratio and the target table, from measurements
     shaped as the benchmark makes them."""
@@ -102,6 +137,29 @@ def test_medians_show_the_clients_cpu_next_to_the_brokers(capsys: pytest.Capture
     assert rf3.split()[-1] == "6.00/7.00"  # against kafkette / against Kafka, medians of the three runs
     latency = next(line for line in out.splitlines() if line.strip().startswith(f"{bc.LAT_RF3} p50"))
     assert latency.split()[-2:] == ["0.50/0.60", "s/run"]
+
+
+def test_commit_runs_show_the_partitions_lost(capsys: pytest.CaptureFixture[str]) -> None:
+    m = bc.Measurement(412, 1.5, p50_ms=7.84, p99_ms=23.0, avg_ms=9.1, load=2.0, client_cpu=6.0, rebalances=1)
+    line = bc.describe(m, "latency")
+    assert "p50   7.8 ms" in line and "p99  23.0 ms" in line
+    assert line.endswith("partitions lost 1")
+    assert "partitions lost" not in bc.describe(bc.Measurement(10, 0.1, p50_ms=0, p99_ms=2, avg_ms=0.5), "latency")
+
+    results = bc.Results()
+    for case in bc.REPLICATED_CASES:
+        for system in bc.SYSTEMS:
+            for _ in range(3):
+                if case.kind == "throughput":
+                    results.add(case.name, system, bc.Measurement(1_000_000, 2.0, records_per_s=1000.0, load=1.0))
+                else:
+                    lost = 1 if (case.name, system) == (bc.COMMITS_RF3, "kafka") else None
+                    results.add(case.name, system, bc.Measurement(100, 0.5, p50_ms=1, p99_ms=3, avg_ms=1.5,
+                                                                  load=2.0, rebalances=lost))
+    bc.report(results, ["replicated"], "abc1234", (1.0, 1.0, 1.0))
+    out = capsys.readouterr().out
+    assert f"{bc.COMMITS_RF3} p99" in out
+    assert "lost its partition, all runs (session.timeout.ms 10,000): kafkette 0, Kafka 3" in out
 
 
 @pytest.mark.slow
