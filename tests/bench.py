@@ -2,7 +2,7 @@
 
 A benchmark that raises, or whose ``main()`` returns a non-zero status, is reported and the others
 still run; the exit status is non-zero if any failed. ``python -m tests.bench protocol storage``
-runs only the named ones.
+runs only the named ones; a name that is not a benchmark stops it before anything runs.
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ def run(name: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     names = (argv if argv is not None else sys.argv[1:]) or discover()
+    known = discover()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        # Checked before anything runs: a benchmark's own options (``--phases``) would otherwise be
+        # taken for names and fail only after the benchmarks before them had run for minutes.
+        print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(known)}. A benchmark's own "
+              "options go to it directly: python -m tests.bench_<name> [options]", file=sys.stderr)
+        return 2
     failed = [name for name in names if not run(name)]
     if failed:
         print(f"benchmarks failed: {', '.join(failed)}", file=sys.stderr)
