@@ -175,6 +175,20 @@ class Admin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def wait_for_broker(self, broker_id: int, timeout: float = 60) -> None:
+        """Wait until this client's metadata lists the broker again. A metadata refresh made while a
+        broker was down lists only the others, as Kafka's does, and kafka-python sends a request for an
+        id it does not know nowhere (UnknownBrokerIdError) without refreshing."""
+        cluster = self.client._manager.cluster
+
+        def known() -> bool:
+            if cluster.broker_metadata(broker_id) is not None:
+                return True
+            cluster.request_update()
+            return False
+
+        wait_until(known, timeout, f"broker {broker_id} in the admin client's metadata")
+
     def create_topic(self, name: str, partitions: int = 1, replication: int = 3,
                      configs: dict[str, str] | None = None,
                      assignment: dict[int, list[int]] | None = None) -> None:

@@ -313,6 +313,8 @@ def test_a_move_survives_a_broker_restart(cluster: Any, dirs: dict[int, list[str
             assert [e for e in entries(target, topic, 0) if e.endswith("-future")] == future_dirs
             wait_until(lambda: "resuming the move of" in b0.log_text(), 30, "the move resumed")
         finally:
+            # Lifted whatever happened: a throttle of 1 B/s left behind would stall the next test's moves.
+            admin.wait_for_broker(0)  # its metadata may date from while broker 0 was down
             throttle(admin, 0, None)
         wait_until(lambda: moved(b0.bootstrap, topic, 0, target), 60, f"{topic}-0 moved to {target}")
         values = read_values(cluster.bootstrap, topic)
