@@ -96,12 +96,32 @@ def status(url: str, name: str) -> dict[str, Any]:
     return body if code == 200 else {}
 
 
+# Connect's own race at worker start (KAFKA-17252): a worker starting an exactly-once source task asks
+# the group's leader to fence the task's zombies, and a leader that has not yet taken the session key
+# from the config topic it has just read answers 503 with this message. The task then fails for good
+# "until manually restarted", whatever the brokers do; an operator restarts it through the REST API.
+SESSION_KEY_RACE = "has not been able to read a session key from the config topic yet"
+MAX_SESSION_KEY_RESTARTS = 3
+
+
 def wait_running(url: str, name: str, tasks: int = 1, timeout: float = 180) -> dict[str, Any]:
+    """Wait for the connector and its tasks to run. A task failed by the session-key race above, and only
+    that, is restarted as an operator would (at most three times), and the restart is printed."""
+    restarts = 0
+
     def running() -> dict[str, Any] | None:
+        nonlocal restarts
         try:
             s = status(url, name)
         except OSError:
             return None
+        for t in s.get("tasks", []):
+            if (t["state"] == "FAILED" and SESSION_KEY_RACE in t.get("trace", "")
+                    and restarts < MAX_SESSION_KEY_RESTARTS):
+                restarts += 1
+                code, body = request("POST", f"{url}/connectors/{name}/tasks/{t['id']}/restart")
+                print(f"[connect] {name} task {t['id']} failed on the leader's session key at worker start; "
+                      f"restarted through the REST API ({code} {body})")
         ok = (s.get("connector", {}).get("state") == "RUNNING" and len(s.get("tasks", [])) == tasks
               and all(t["state"] == "RUNNING" for t in s["tasks"]))
         return s if ok else None
