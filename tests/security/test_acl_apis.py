@@ -57,7 +57,19 @@ def zk(cluster: LocalCluster) -> Iterator[KazooClient]:
 
 
 def admin(cluster: LocalCluster, i: int) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=cluster.brokers[i].bootstrap, client_id=f"acl-test-{i}")
+    """kafka-python's admin client held to broker ``i``. It sends ACL requests to whichever broker it
+    finds least loaded, so a client bootstrapped on one broker may ask another: these tests are about
+    what each broker itself answers (and one of them pauses a broker, which must not be asked)."""
+    client = KafkaAdminClient(bootstrap_servers=cluster.brokers[i].bootstrap, client_id=f"acl-test-{i}")
+    manager = client._manager
+    broker_id = cluster.brokers[i].broker_id
+    any_node = manager.least_loaded_node
+
+    def this_broker() -> Any:
+        return broker_id if manager.cluster.broker_metadata(broker_id) is not None else any_node()
+
+    manager.least_loaded_node = this_broker
+    return client
 
 
 @pytest.fixture
