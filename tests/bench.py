@@ -37,8 +37,8 @@ def run(name: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or discover()
     known = discover()
+    names = (argv if argv is not None else sys.argv[1:]) or known
     unknown = [name for name in names if name not in known]
     if unknown:
         # Checked before anything runs: a benchmark's own options (``--phases``) would otherwise be

@@ -102,7 +102,7 @@ class Measurement:
     # shared cores the client and the brokers take from the same CPU, so a run's rate depends on both.
     client_cpu: float = math.nan
     # Offset commits under load: the times the group member lost its partitions during the run.
-    rebalances: int | None = None
+    partitions_lost: int | None = None
 
     @property
     def cpu_per_million(self) -> float:
@@ -209,7 +209,7 @@ def rdkafka_commits(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
     serving its group between commits, until its standard input closes. Prints ``ready`` once the group
     has assigned it the partition, so that the load starts after the join. Kafka's group coordinator
     answers a commit once it is written to the ISR of its __consumer_offsets partition, so under
-    replicated load the commit's latency is that partition's acks=all latency; ``rebalances`` counts
+    replicated load the commit's latency is that partition's acks=all latency; ``partitions_lost`` counts
     the times the member lost its partition meanwhile (a heartbeat missed for session.timeout.ms)."""
     import threading
 
@@ -257,7 +257,7 @@ def rdkafka_commits(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
     ordered = sorted(latencies)
     return {"commits": len(ordered), "p50_ms": ordered[len(ordered) // 2],
             "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-            "avg_ms": sum(ordered) / len(ordered), "max_ms": ordered[-1], "rebalances": lost}
+            "avg_ms": sum(ordered) / len(ordered), "max_ms": ordered[-1], "partitions_lost": lost}
 
 
 def _rdkafka(command: str, *args: str) -> dict[str, Any]:
@@ -344,7 +344,7 @@ def _commits_under_load(load_topic: str, probe_topic: str) -> Callable[[System, 
                 raise RuntimeError(f"commit worker failed ({worker.returncode}):\n{out[-2000:]}\n{err.read()[-3000:]}")
         r = json.loads(lines[-1])
         return Measurement(int(r["commits"]), 0.0, p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], avg_ms=r["avg_ms"],
-                           rebalances=int(r["rebalances"]))
+                           partitions_lost=int(r["partitions_lost"]))
     return run
 
 
@@ -417,7 +417,7 @@ def describe(m: Measurement, kind: str) -> str:
         what = f"{m.records_per_s:>11,.0f} rec/s {m.records_per_s * RECORD_SIZE / 1e6:>6.1f} MB/s"
     else:
         what = f"p50 {m.p50_ms:>5.1f} ms  p99 {m.p99_ms:>5.1f} ms  avg {m.avg_ms:6.3f} ms"
-        lost = "" if m.rebalances is None else f"  partitions lost {m.rebalances}"
+        lost = "" if m.partitions_lost is None else f"  partitions lost {m.partitions_lost}"
         return (f"{what}  broker CPU {m.cpu:6.2f} s for {m.records:,} round trips  client CPU "
                 f"{m.client_cpu:6.2f} s  load {m.load:4.1f}{lost}")
     return (f"{what}  broker CPU {m.cpu:6.2f} s = {m.cpu_per_million:6.2f} s/M records  client CPU "
@@ -530,7 +530,7 @@ def report(results: Results, phases: list[str], commit: str, load_before: tuple[
         for client, rf3, rf1 in (("ProducerPerformance", RF3, RF1), ("librdkafka", RD_RF3, RD_RF1)):
             print(f"    {client:20} kafkette {replicated_ratio(results, 'kafkette', rf3, rf1):.2f}   "
                   f"Kafka {replicated_ratio(results, 'kafka', rf3, rf1):.2f}")
-        lost = {s: sum(m.rebalances or 0 for m in results.runs.get((COMMITS_RF3, s), [])) for s in SYSTEMS}
+        lost = {s: sum(m.partitions_lost or 0 for m in results.runs.get((COMMITS_RF3, s), [])) for s in SYSTEMS}
         print(f"\n  {COMMITS_RF3}: times the group member lost its partition, all runs (session.timeout.ms "
               f"{COMMIT_SESSION_TIMEOUT_MS:,}): kafkette {lost['kafkette']}, Kafka {lost['kafka']}")
     rows = targets(results, phases)

@@ -177,8 +177,8 @@ class Admin:
 
     def wait_for_broker(self, broker_id: int, timeout: float = 60) -> None:
         """Wait until this client's metadata lists the broker again. A metadata refresh made while a
-        broker was down lists only the others, as Kafka's does, and kafka-python sends a request for an
-        id it does not know nowhere (UnknownBrokerIdError) without refreshing."""
+        broker was down lists only the others, as Kafka's does; kafka-python then fails a request for the
+        missing id (UnknownBrokerIdError) without refreshing."""
         cluster = self.client._manager.cluster
 
         def known() -> bool:

@@ -76,7 +76,7 @@ def test_commit_worker_reports_the_commits_it_made(kafka_cluster: object) -> Non
     m = bc.measure(case, system, bc.Scale(RECORDS, 10, 3))
     assert m.records > 0
     assert 0 < m.p50_ms <= m.p99_ms
-    assert m.rebalances == 0
+    assert m.partitions_lost == 0
     assert m.client_cpu > 0  # the worker and ProducerPerformance, both ended
 
     # The worker committed offsets 1..n, one per commit it counted: the group's offset is n.
@@ -140,7 +140,7 @@ def test_medians_show_the_clients_cpu_next_to_the_brokers(capsys: pytest.Capture
 
 
 def test_commit_runs_show_the_partitions_lost(capsys: pytest.CaptureFixture[str]) -> None:
-    m = bc.Measurement(412, 1.5, p50_ms=7.84, p99_ms=23.0, avg_ms=9.1, load=2.0, client_cpu=6.0, rebalances=1)
+    m = bc.Measurement(412, 1.5, p50_ms=7.84, p99_ms=23.0, avg_ms=9.1, load=2.0, client_cpu=6.0, partitions_lost=1)
     line = bc.describe(m, "latency")
     assert "p50   7.8 ms" in line and "p99  23.0 ms" in line
     assert line.endswith("partitions lost 1")
@@ -155,7 +155,7 @@ def test_commit_runs_show_the_partitions_lost(capsys: pytest.CaptureFixture[str]
                 else:
                     lost = 1 if (case.name, system) == (bc.COMMITS_RF3, "kafka") else None
                     results.add(case.name, system, bc.Measurement(100, 0.5, p50_ms=1, p99_ms=3, avg_ms=1.5,
-                                                                  load=2.0, rebalances=lost))
+                                                                  load=2.0, partitions_lost=lost))
     bc.report(results, ["replicated"], "abc1234", (1.0, 1.0, 1.0))
     out = capsys.readouterr().out
     assert f"{bc.COMMITS_RF3} p99" in out
