@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from broker.config_changes import ConfigChangeListener
+from broker.config_changes import ConfigChangeListener, load_topic_overrides
 from broker.connection import Connection, ConnectionStats, limited_log
 from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
 from broker.heap import freeze_after_many_logs
@@ -108,6 +108,11 @@ class Broker:
         self._topic_overrides[topic] = dict(overrides)
         if self.replica_manager is not None:
             self.replica_manager.on_topic_config_change(topic)
+
+    async def load_topic_overrides(self, topics: list[str]) -> None:
+        """The overrides of topics whose logs this broker is about to create, fresh from ZooKeeper."""
+        if self.zk is not None:
+            await load_topic_overrides(self.zk, self.zk_call, topics, self._topic_overrides)
 
     def forget_topic_overrides(self, topic: str) -> None:
         """The topic's config node is gone (topic deleted): a topic created later under the same name

@@ -42,6 +42,26 @@ class DynamicConfigTarget(Protocol):
     async def reload_dynamic_broker_config(self) -> None: ...
 
 
+async def load_topic_overrides(zk: KafkaZkClient, zk_call: ZkCall, topics: list[str],
+                               overrides: dict[str, dict[str, str]]) -> None:
+    """Read the overrides of ``topics`` from ``/config/topics`` into ``overrides`` (one pipelined read).
+
+    A broker about to create logs calls this, as Kafka's log creation reads the topic's config from
+    ZooKeeper: the change listener applies a topic created elsewhere only on its next pass. A failed
+    read keeps what ``overrides`` holds and is logged; the listener's next pass still applies them.
+    """
+    try:
+        configs = await zk_call(zk.get_topic_configs, topics)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        log.warning("could not read the configs of %d topics from ZooKeeper before creating their logs: %s",
+                    len(topics), e)
+        return
+    for topic in topics:
+        overrides[topic] = configs.get(topic, {})
+
+
 class ConfigChangeListener(ZkChangeFollower):
     what = "config changes"
 

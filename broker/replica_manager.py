@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.deferred_response import DeferredResponse
@@ -82,12 +82,16 @@ class ReplicaManager:
                  metadata: MetadataCache, topic_config: Callable[[str], LogConfig], *,
                  isr_manager: IsrManager | None = None, leader_quota: ReplicationQuota | None = None,
                  fetcher_manager: ReplicaFetcherManager | None = None,
-                 log_dir_mover: AlterLogDirsManager | None = None) -> None:
+                 log_dir_mover: AlterLogDirsManager | None = None,
+                 load_topic_configs: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
         self.metadata = metadata
         self.topic_config = topic_config
+        # Reads the overrides of topics whose logs are about to be created from ZooKeeper into what
+        # ``topic_config`` answers (None: a broker without ZooKeeper keeps what it has).
+        self.load_topic_configs = load_topic_configs
         self.partitions: dict[TP, Partition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
@@ -145,30 +149,43 @@ class ReplicaManager:
         New logs are created off the event loop in one batch (LogManager.create_logs writes their
         files in parallel); topic configs are built once per topic. A partition whose log could not be
         created is left out: the per-partition step then reports its storage error.
+
+        The topic configs of new logs come from ZooKeeper, read here as Kafka reads them when it creates
+        a log: the config change listener may not have seen a topic created a moment ago (through
+        another broker, or through this one while its CreateTopics answer is still on its way). And they
+        are built again once the logs exist: an override that arrived while the files were being
+        written found no partition to update, so it is applied here.
         """
-        configs: dict[str, Any] = {}
-        missing: list[tuple[str, int, Any, Any]] = []
+        missing: list[tuple[str, int, Any]] = []
         for ts in topic_states:
             for ps in ts.partition_states:
                 tp = (ts.topic_name, ps.partition_index)
                 if tp in self.partitions or self._maybe_in_failed_dir(tp, ps.is_new):
                     continue
-                config = configs.get(ts.topic_name)
-                if config is None:
-                    config = configs[ts.topic_name] = self.topic_config(ts.topic_name)
-                missing.append((ts.topic_name, ps.partition_index, ts.topic_id, config))
+                missing.append((ts.topic_name, ps.partition_index, ts.topic_id))
         if not missing:
             return
         new_logs = [m for m in missing if self.log_manager.get_log(m[0], m[1]) is None]
         if new_logs:
-            failed = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.create_logs, new_logs)
+            if self.load_topic_configs is not None:
+                await self.load_topic_configs(sorted({topic for topic, _, _ in new_logs}))
+            configs = self._topic_configs(topic for topic, _, _ in new_logs)
+            specs = [(topic, partition, topic_id, configs[topic]) for topic, partition, topic_id in new_logs]
+            failed = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.create_logs, specs)
             for (topic, partition), e in failed.items():
                 log.error("could not create the log of %s-%d: %s", topic, partition, e)
-        for topic, partition, topic_id, config in missing:
+        configs = self._topic_configs(topic for topic, _, _ in missing)  # no await from here on
+        for topic, partition, topic_id in missing:
             lg = self.log_manager.get_log(topic, partition)
             if lg is not None and (topic, partition) not in self.partitions:
+                config = configs[topic]
+                lg.update_config(config)
                 self.partitions[(topic, partition)] = Partition(topic, partition, self.broker_id, lg, config,
                                                                 topic_id=topic_id)
+
+    def _topic_configs(self, topics: Iterable[str]) -> dict[str, LogConfig]:
+        """The current LogConfig of each topic, built once per topic."""
+        return {topic: self.topic_config(topic) for topic in set(topics)}
 
     async def checkpoint_leader_epochs(self, tps: list[TP]) -> None:
         """Write the leader-epoch-checkpoint of every partition that just became leader, in one batch

@@ -125,7 +125,7 @@ async def build_components(broker: Broker) -> ReplicaManager:
                                           lambda: broker.config, lambda: broker.cleaner)
     rm = ReplicaManager(broker.broker_id, broker.config, broker.log_manager, broker.metadata, broker.topic_config,
                         isr_manager=c.isr_manager, leader_quota=leader_quota, fetcher_manager=c.replica_fetchers,
-                        log_dir_mover=c.log_dir_mover)
+                        log_dir_mover=c.log_dir_mover, load_topic_configs=broker.load_topic_overrides)
     broker.replica_manager = rm
     await c.isr_manager.start()
     c.log_dir_mover.start()
