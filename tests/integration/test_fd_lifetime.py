@@ -173,6 +173,15 @@ def _segment_gone(cluster: Any, topic: str, base_name: str, inode: int) -> bool:
         return True
 
 
+def _listing(cluster: Any, topic: str) -> str:
+    """The partition directory's files and sizes, for a failure message."""
+    path = os.path.join(_data_dir(cluster), f"{topic}-0")
+    try:
+        return ", ".join(f"{n} {os.stat(os.path.join(path, n)).st_size}" for n in sorted(os.listdir(path)))
+    except OSError as e:
+        return f"{path}: {e}"
+
+
 def _first_segment_inode(cluster: Any, topic: str) -> int:
     return os.stat(os.path.join(_data_dir(cluster), f"{topic}-0", "00000000000000000000.log")).st_ino
 
@@ -210,7 +219,8 @@ def test_segment_compacted_and_swapped_during_a_slow_fetch(cluster_factory: Any)
     def compact(topic: str, tag: bytes) -> None:
         inode = _first_segment_inode(cluster, topic)
         wait_until(lambda: _segment_gone(cluster, topic, "00000000000000000000.log", inode), 120,
-                   f"the cleaner to swap the first segment of {topic}", interval=0.2)
+                   lambda: f"the cleaner to swap the first segment of {topic} ({_listing(cluster, topic)})",
+                   interval=0.2)
 
     outcome = scenario(cluster, compact, prepare)
     assert_all_original(outcome)
@@ -225,6 +235,10 @@ def test_segment_removed_by_delete_records_during_a_slow_fetch(cluster_factory: 
         create(bootstrap, topic, segment_bytes=str(PAYLOAD + MIB))
         nxt = write(bootstrap, topic, tag, PAYLOAD)
         ends[topic] = write(bootstrap, topic, tag, 2 * MIB, start=nxt)
+        # The topic's segment.bytes rolled the log at the second write, so DeleteRecords past it can
+        # remove the whole first segment.
+        rolled = os.path.join(_data_dir(cluster), f"{topic}-0", f"{nxt:020d}.log")
+        assert os.path.exists(rolled), f"no segment at offset {nxt}: {_listing(cluster, topic)}"
 
     def delete_records(topic: str, tag: bytes) -> None:
         inode = _first_segment_inode(cluster, topic)
@@ -233,8 +247,10 @@ def test_segment_removed_by_delete_records_during_a_slow_fetch(cluster_factory: 
             r = raw.request(ApiKey.DELETE_RECORDS, 2, topics=[mt.DeleteRecordsTopic(name=topic, partitions=[
                 mt.DeleteRecordsPartition(partition_index=0, offset=ends[topic] - 1)])], timeout_ms=30000)
             assert r.topics[0].partitions[0].error_code == 0, r
+        low_watermark = r.topics[0].partitions[0].low_watermark
         wait_until(lambda: _segment_gone(cluster, topic, "00000000000000000000.log", inode), 60,
-                   f"the first segment of {topic} removed", interval=0.2)
+                   lambda: f"the first segment of {topic} removed (DeleteRecords to {ends[topic] - 1} answered "
+                           f"low watermark {low_watermark}; {_listing(cluster, topic)})", interval=0.2)
 
     outcome = scenario(cluster, delete_records, prepare)
     assert_all_original(outcome)
