@@ -209,22 +209,28 @@ class LogManager:
 
     # ================================================================================ failures
     def _mark_offline(self, log_dir: str, exc: BaseException) -> None:
+        # The logs are closed after the manager's lock is released. A log calls this while holding its
+        # own lock (an append, a flush or a close that failed); closing the others under the manager's
+        # lock would wait for a log whose thread waits here for that lock, as several logs of one
+        # failed dir do at once (a shutdown closes them in parallel).
         with self._lock:
             if log_dir in self.offline_dirs:
                 return
             log.error("log dir %s is offline: %s", log_dir, exc)
             self.offline_dirs.add(log_dir)
+            gone: list[PartitionLog] = []
             for tp, d in list(self._dir_of.items()):
                 if d == log_dir:
                     lg = self._logs.pop(tp, None)
                     if lg is not None:
-                        lg.close_quietly()
+                        gone.append(lg)
                     self._offline_partitions.add(tp)
-            for tp, d in list(self._future_dir_of.items()):
-                if d == log_dir:
-                    lg = self._forget_future(tp)
-                    lg.close_quietly()
-                    self._unlink_future(lg)
+            futures = [self._forget_future(tp) for tp, d in list(self._future_dir_of.items()) if d == log_dir]
+        for lg in gone:
+            lg.close_quietly()
+        for lg in futures:
+            lg.close_quietly()
+            self._unlink_future(lg)
         if self.on_dir_offline is not None:
             self.on_dir_offline(log_dir)
 

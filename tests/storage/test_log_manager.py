@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import uuid
 
 import pytest
@@ -100,6 +101,32 @@ def test_failing_dir_goes_offline_without_taking_the_process_down(tmp_path):
     lm.tick()
     lm.shutdown()
     assert not (tmp_path / "d1" / CLEAN_SHUTDOWN_FILE).exists() or bad_dir != str(tmp_path / "d1")
+
+
+def test_shutdown_after_its_dir_vanished_closes_every_log(tmp_path):
+    # The data dir is removed under a running broker (a disk pulled, a volume unmounted), then it stops.
+    # Shutdown closes logs in parallel threads; each close fails and takes the dir offline. The first
+    # to fail closes the others while they fail too: it must not hold the manager's lock while it
+    # waits for theirs, or the threads wait for each other and the broker never exits.
+    went_offline = []
+    d = tmp_path / "d1"
+    for attempt in range(3):  # the threads must meet in the wrong order to hang: give them chances
+        lm = make_manager([d / str(attempt)], on_dir_offline=went_offline.append)
+        logs = [lm.get_or_create_log(f"t{i}", 0) for i in range(48)]
+        for lg in logs:
+            lg.append(kv_batch([(b"k", b"v")]))
+        shutil.rmtree(d / str(attempt))
+        done = threading.Event()
+
+        def stop(lm: LogManager = lm, done: threading.Event = done) -> None:
+            lm.shutdown()
+            done.set()
+
+        threading.Thread(target=stop, daemon=True).start()
+        assert done.wait(60), "LogManager.shutdown did not return: its threads deadlocked"
+        assert lm.offline_dirs == {str(d / str(attempt))}
+        assert all(lm.get_log(f"t{i}", 0) is None for i in range(48))
+    assert went_offline == [str(d / str(a)) for a in range(3)]
 
 
 def test_unreadable_dir_at_startup_is_offline(tmp_path):
