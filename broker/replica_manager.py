@@ -93,6 +93,9 @@ class ReplicaManager:
         # ``topic_config`` answers (None: a broker without ZooKeeper keeps what it has).
         self.load_topic_configs = load_topic_configs
         self.partitions: dict[TP, Partition] = {}
+        # The partition ids hosted here per topic: a topic's config change reaches its partitions
+        # without a scan of every partition (a listener pass over many new topics would be quadratic).
+        self._hosted: dict[str, set[int]] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
         # Incremental fetch sessions (KIP-227) of the consumers and followers fetching from this broker.
@@ -135,7 +138,20 @@ class ReplicaManager:
                 config = self.topic_config(topic)
             lg = self.log_manager.get_or_create_log(topic, partition, topic_id=topic_id, config=config)
             p = Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id)
-            self.partitions[tp] = p
+            self._add_partition(p)
+        return p
+
+    def _add_partition(self, p: Partition) -> None:
+        self.partitions[p.tp] = p
+        self._hosted.setdefault(p.topic, set()).add(p.partition)
+
+    def _remove_partition(self, tp: TP) -> Partition | None:
+        p = self.partitions.pop(tp, None)
+        ids = self._hosted.get(tp[0])
+        if ids is not None:
+            ids.discard(tp[1])
+            if not ids:
+                del self._hosted[tp[0]]
         return p
 
     # ------------------------------------------------------------------------------------------------
@@ -180,8 +196,7 @@ class ReplicaManager:
             if lg is not None and (topic, partition) not in self.partitions:
                 config = configs[topic]
                 lg.update_config(config)
-                self.partitions[(topic, partition)] = Partition(topic, partition, self.broker_id, lg, config,
-                                                                topic_id=topic_id)
+                self._add_partition(Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id))
 
     def _topic_configs(self, topics: Iterable[str]) -> dict[str, LogConfig]:
         """The current LogConfig of each topic, built once per topic."""
@@ -331,7 +346,7 @@ class ReplicaManager:
 
     async def stop_replica(self, tp: TP, *, delete: bool) -> None:
         """StopReplica: drop our replica of ``tp`` (and its log files when ``delete``)."""
-        p = self.partitions.pop(tp, None)
+        p = self._remove_partition(tp)
         if self.log_dir_mover is not None:
             self.log_dir_mover.stop_partition(tp)
         for cb in self.listeners_on_stop:
@@ -347,11 +362,14 @@ class ReplicaManager:
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.delete_log, *tp)
 
     def on_topic_config_change(self, topic: str) -> None:
+        ids = self._hosted.get(topic)
+        if not ids:
+            return
         config = self.topic_config(topic)
-        for (t, _), p in self.partitions.items():
-            if t == topic:
-                p.config = config
-                p.log.update_config(config)
+        for partition in ids:
+            p = self.partitions[(topic, partition)]
+            p.config = config
+            p.log.update_config(config)
 
     def notify_append(self, tp: TP) -> None:
         self.fetch_purgatory.notify(tp)

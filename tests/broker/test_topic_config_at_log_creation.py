@@ -142,3 +142,24 @@ def test_a_broker_whose_zookeeper_read_fails_keeps_what_it_knows(tmp_path: Path,
         assert_has_overrides(side, topic, 1)
     finally:
         side.close()
+
+
+def test_a_config_change_reaches_the_partitions_of_its_topic_only(tmp_path: Path) -> None:
+    side = BrokerSide(tmp_path / "data", None)
+
+    async def scenario() -> None:
+        await side.rm.prepare_become_leader_or_follower(topic_states("changed", uuid.uuid4(), 3))
+        await side.rm.prepare_become_leader_or_follower(topic_states("unchanged", uuid.uuid4(), 2))
+        await side.rm.stop_replica(("changed", 2), delete=False)  # no longer hosted here
+        side.set_topic_overrides("changed", OVERRIDES)
+        side.set_topic_overrides("never-hosted", OVERRIDES)
+
+    try:
+        asyncio.run(scenario())
+        assert_has_overrides(side, "changed", 2)
+        assert ("changed", 2) not in side.rm.partitions
+        for i in range(2):
+            p = side.rm.partitions[("unchanged", i)]
+            assert p.config.segment_bytes == p.log.config.segment_bytes == 1073741824
+    finally:
+        side.close()
