@@ -92,6 +92,7 @@ class Partition:
     def replace_log_with_future(self, moved: PartitionLog) -> None:
         """The future log, reopened in its dir as the current one, becomes this replica's log (Kafka's
         maybeReplaceCurrentWithFutureReplica). Called on the event loop, between two appends."""
+        moved.update_config(self.config)  # the topic's config may have changed while the copy ran
         self.log = moved
         self.future_log = None
 

@@ -370,6 +370,8 @@ class ReplicaManager:
             p = self.partitions[(topic, partition)]
             p.config = config
             p.log.update_config(config)
+            if p.future_log is not None:  # a move between log dirs in progress (Kafka updates it too)
+                p.future_log.update_config(config)
 
     def notify_append(self, tp: TP) -> None:
         self.fetch_purgatory.notify(tp)

@@ -52,10 +52,10 @@ def topic_states(topic: str, topic_id: uuid.UUID, partitions: int) -> list[Any]:
 class BrokerSide:
     """What a broker keeps: its in-memory overrides, and the ReplicaManager that reads them."""
 
-    def __init__(self, data_dir: Path, zk: KafkaZkClient | None) -> None:
+    def __init__(self, data_dir: Path, zk: KafkaZkClient | None, *more_dirs: Path) -> None:
         self.config = BrokerConfig()
         self.overrides: dict[str, dict[str, str]] = {}
-        self.log_manager = LogManager([str(data_dir)], broker_id=0, cluster_id="c",
+        self.log_manager = LogManager([str(d) for d in (data_dir, *more_dirs)], broker_id=0, cluster_id="c",
                                       default_config=LogConfig.from_broker(self.config, {}))
         self.log_manager.startup()
         self.zk = zk
@@ -161,5 +161,27 @@ def test_a_config_change_reaches_the_partitions_of_its_topic_only(tmp_path: Path
         for i in range(2):
             p = side.rm.partitions[("unchanged", i)]
             assert p.config.segment_bytes == p.log.config.segment_bytes == 1073741824
+    finally:
+        side.close()
+
+
+def test_a_config_change_during_a_move_between_log_dirs_reaches_the_moved_log(tmp_path: Path) -> None:
+    side = BrokerSide(tmp_path / "d1", None, tmp_path / "d2")
+    topic, tp = "moving", ("moving", 0)
+
+    async def scenario() -> None:
+        await side.rm.prepare_become_leader_or_follower(topic_states(topic, uuid.uuid4(), 1))
+        p = side.rm.partitions[tp]
+        source = side.log_manager.log_dir_of(*tp)
+        target = next(str(d) for d in (tmp_path / "d1", tmp_path / "d2") if str(d) != source)
+        p.future_log = side.log_manager.create_future_log(topic, 0, target, topic_id=p.topic_id, config=p.config)
+        side.set_topic_overrides(topic, OVERRIDES)  # while the copy runs
+        assert p.future_log.config.segment_bytes == 1048576
+        p.replace_log_with_future(side.log_manager.replace_current_with_future(*tp))
+        assert side.log_manager.log_dir_of(*tp) == target
+
+    try:
+        asyncio.run(scenario())
+        assert_has_overrides(side, topic, 1)
     finally:
         side.close()
