@@ -46,6 +46,17 @@ def zk_connect(zookeeper_server: object, zk_chroot: str) -> str:
     return f"{zookeeper_server.connect_string}{zk_chroot}"  # type: ignore[attr-defined]
 
 
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[object]:
+    """A started KafkaZkClient in this test's chroot, with Kafka's top-level paths."""
+    from controller.zk_client import KafkaZkClient
+
+    c = KafkaZkClient(zk_connect, 4000).start()
+    c.create_top_level_paths()
+    yield c
+    c.close()
+
+
 # ================================================================================================
 # Local clusters of real broker processes (tests/integration)
 #

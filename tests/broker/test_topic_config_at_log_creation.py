@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,14 +33,6 @@ from storage.log_manager import LogManager
 pytestmark = pytest.mark.timeout(60)
 
 OVERRIDES = {"segment.bytes": "1048576", "cleanup.policy": "compact", "max.message.bytes": "200000"}
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
-    c = KafkaZkClient(zk_connect, 4000).start()
-    c.create_top_level_paths()
-    yield c
-    c.close()
 
 
 def topic_states(topic: str, topic_id: uuid.UUID, partitions: int) -> list[Any]:

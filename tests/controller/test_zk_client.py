@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -20,14 +19,6 @@ from controller.zk_client import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
-    c = KafkaZkClient(zk_connect, 4000).start()
-    c.create_top_level_paths()
-    yield c
-    c.close()
 
 
 def expire_session(client: KafkaZkClient, hosts: str) -> None:

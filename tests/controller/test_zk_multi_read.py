@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from controller import zk_data as zd
@@ -12,14 +10,6 @@ from controller.zk_client import KafkaZkClient
 from controller.zk_data import LeaderIsrAndControllerEpoch
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KafkaZkClient]:
-    c = KafkaZkClient(zk_connect, 4000).start()
-    c.create_top_level_paths()
-    yield c
-    c.close()
 
 
 def _states(zk: KafkaZkClient, topic: str, n: int) -> dict[tuple[str, int], LeaderIsrAndControllerEpoch]:
