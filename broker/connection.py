@@ -62,6 +62,11 @@ _WATCH_PEER_AFTER_S = 1.0
 # Responses one connection may have waiting behind a deferred one (broker/deferred_response.py):
 # a Kafka producer keeps at most 5 requests in flight (max.in.flight.requests.per.connection).
 _MAX_QUEUED_RESPONSES = 5
+# Answers held back while the client's next request is already here, to go out in one send with the
+# answers after them (see _hold): at most this many, and this many bytes, so the first of them waits
+# for a bounded amount of work.
+_MAX_HELD_RESPONSES = 8
+_MAX_HELD_BYTES = 64 * 1024
 # Requests whose handlers only wait once they have done their work (produce: appended, waiting for
 # acks=all; fetch: waiting for bytes), so dropping them when their client leaves changes nothing.
 _CANCELLABLE_WHILE_PENDING = frozenset({0, 1})  # Produce, Fetch
@@ -187,6 +192,15 @@ class Connection:
         self._queued: deque[_QueuedResponse] = deque()
         self._writer: asyncio.Task[None] | None = None
         self._space: asyncio.Future[None] | None = None
+        # Answers made but not yet written, because the next request was already received (_hold);
+        # the loop callback that writes them if this task waits before it writes again, and the
+        # task that callback started.
+        self._held: list[bytes | bytearray | memoryview] = []
+        self._held_responses = 0
+        self._held_bytes = 0
+        self._held_flush: asyncio.Handle | None = None
+        self._held_writer: asyncio.Task[None] | None = None
+        self._yielding = False  # this task gave the loop a turn for fairness only: it is not waiting
 
     def throttle(self, throttle_ms: int) -> None:
         """Mute the channel for ``throttle_ms`` after the current response (quota enforcement)."""
@@ -435,6 +449,13 @@ class Connection:
         finally:
             self.in_flight = False
             try:
+                if drain and (self._held or self._held_writer is not None):
+                    # Older than anything queued: they go first.
+                    self._watch_peer()
+                    try:
+                        await self._write_held()
+                    except (ConnectionClosed, CloseConnection):
+                        pass
                 writer = self._writer
                 if drain and writer is not None:
                     self._watch_peer()  # a client that leaves meanwhile is not waited for
@@ -442,6 +463,7 @@ class Connection:
             finally:
                 self._unwatch_peer()
                 self._task = None
+                self._drop_held()
                 self._drop_queued()
                 self.close()
 
@@ -454,6 +476,8 @@ class Connection:
                 # is not read before the time is up (it waits in the socket buffer meanwhile).
                 delay = self.muted_until - time.monotonic()
                 self.muted_until = 0.0
+                if self._held or self._held_writer is not None:
+                    await self._write_held()
                 if delay > 0:
                     await asyncio.sleep(delay)
                     self.last_active = time.monotonic()
@@ -462,7 +486,12 @@ class Connection:
             if not self._waited:
                 # Read without a loop turn: let the other connections have one before this request
                 # is handled, or a client that never stops sending would keep the loop to itself.
-                await asyncio.sleep(0)
+                # (Answers held meanwhile wait for this request's: see _flush_held.)
+                self._yielding = True
+                try:
+                    await asyncio.sleep(0)
+                finally:
+                    self._yielding = False
             size = len(frame)
             self._permit = size
             self._api_key = int.from_bytes(frame[:2], "big", signed=True) if size >= 2 else -1
@@ -480,6 +509,8 @@ class Connection:
                     self._unwatch_peer()
                 del frame  # the request's buffer goes now, not with the next request
                 if isinstance(parts, DeferredResponse) or self._queued:
+                    if self._held or self._held_writer is not None:
+                        await self._write_held()  # older answers: out before the writer task's
                     # Answered later, in order, by the writer task; this task reads the next request.
                     self._enqueue(parts, started)
                     clock = self.clock
@@ -490,7 +521,9 @@ class Connection:
                     continue
                 end = responded = time.monotonic()
                 if parts is not None:
-                    await self.write_parts(parts)
+                    if not self._hold(parts):
+                        await self._write_with_held(parts)
+                    # (A held answer counts as sent now: its send time is not in the request's.)
                     end = self.last_active = time.monotonic()
                 del parts
                 self.in_flight = False
@@ -501,12 +534,106 @@ class Connection:
             finally:
                 self._release_permit()
 
+    # -- answers held for the next one's send ---------------------------------------------------------
+    #
+    # A client with requests in flight (every producer: up to 5) often has its next request received
+    # by the time an answer is made. Written at once, each answer is a send and wakes the client;
+    # held until the next answer is made (most requests are handled without waiting, right after
+    # the fairness turn of the loop), the answers to a burst of requests go out together, in order,
+    # as the writer task already sends the answers one HW move completed. Nothing waits for a held
+    # answer: if this task waits for anything before it writes again (a request parked in a
+    # purgatory, a request not fully received, a request permit), the loop's next turn writes the
+    # held answers (_flush_held).
+
+    def _hold(self, parts: Parts) -> bool:
+        """Hold ``parts`` back if the next request is already here; False: write them now."""
+        if self._end == self._start or self.muted_until or self._held_responses >= _MAX_HELD_RESPONSES:
+            return False
+        chunks = _byte_chunks(parts)
+        if chunks is None:
+            return False  # a fetch's file regions: their own path (sendfile)
+        size = sum(len(c) for c in chunks)
+        if self._held_bytes + size > _MAX_HELD_BYTES:
+            return False
+        self._held.extend(chunks)
+        self._held_responses += 1
+        self._held_bytes += size
+        if self._held_flush is None:
+            self._held_flush = self.loop.call_soon(self._flush_held)
+        return True
+
+    def _take_held(self) -> list[bytes | bytearray | memoryview]:
+        chunks, self._held = self._held, []
+        self._held_responses = self._held_bytes = 0
+        return chunks
+
+    def _flush_held(self) -> None:
+        """A loop turn passed with answers held: this task is waiting, so they go out now."""
+        self._held_flush = None
+        if self._yielding:
+            # Only the turn given to the other connections before the next request is handled: it
+            # is handled as soon as that turn ends, so the answers wait for its answer one more turn.
+            self._held_flush = self.loop.call_soon(self._flush_held)
+            return
+        if self._held and self._held_writer is None and not self.closed:
+            self._held_writer = asyncio.ensure_future(self._send_held())
+
+    async def _send_held(self) -> None:
+        try:
+            while self._held:  # answers held while this one was sending go too, in order
+                await self._send_bytes(self._take_held())
+        except ConnectionClosed as e:
+            # As for the writer task: the peer left; the serve() task is ended from outside.
+            log.debug("connection %s closed: %s", self.peer, e)
+            self.close(f"writing a response: {e}")
+        finally:
+            if self._held_writer is asyncio.current_task():
+                self._held_writer = None
+
+    async def _write_held(self) -> None:
+        """Write every held answer (this task's writes come after them)."""
+        if self._held_flush is not None:
+            self._held_flush.cancel()
+            self._held_flush = None
+        writer = self._held_writer
+        if writer is not None:
+            await writer  # it writes what is held meanwhile too; its failure is this one's
+        if self._held:
+            await self._send_bytes(self._take_held())
+
+    async def _write_with_held(self, parts: Parts) -> None:
+        if self._held_writer is not None:
+            await self._write_held()
+        if not self._held:
+            await self.write_parts(parts)
+            return
+        if self._held_flush is not None:
+            self._held_flush.cancel()
+            self._held_flush = None
+        chunks = self._take_held()
+        more = _byte_chunks(parts)
+        if more is None:
+            await self._send_bytes(chunks)
+            await self.write_parts(parts)
+        else:
+            chunks.extend(more)
+            await self._send_bytes(chunks)
+
+    def _drop_held(self) -> None:
+        if self._held_flush is not None:
+            self._held_flush.cancel()
+            self._held_flush = None
+        writer, self._held_writer = self._held_writer, None
+        if writer is not None and not writer.done():
+            writer.cancel()
+        self._take_held()
+
     # -- responses answered after the next request was read (broker/deferred_response.py) ----------
 
     @property
     def busy(self) -> bool:
         """A request is being handled, or answers are still to be written (not idle, not to be cut)."""
-        return self.in_flight or bool(self._queued)
+        return self.in_flight or bool(self._queued) or bool(self._held) or self._held_writer is not None
 
     def _enqueue(self, parts: HandlerResult, started: float) -> None:
         """Queue a response behind the ones still waiting: its own (deferred) work goes on in a task
