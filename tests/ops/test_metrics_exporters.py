@@ -403,7 +403,7 @@ def test_a_refused_transactional_produce_is_counted_as_a_verification_failure(cl
     create_topic(cluster.bootstrap, topic, 2)
     t = Txn(cluster.bootstrap, unique("verify-metrics-txn"))
     try:
-        t.init()
+        assert t.init().error_code == E.NONE
         assert t.add(topic, [0]) == E.NONE
         assert _produce(t, topic, 0, [b"in"], 0).error_code == E.NONE
         r = _produce(t, topic, 1, [b"stray"], 0)

@@ -32,14 +32,17 @@ class Txn:
         self.txn_id = txn_id
         self.timeout_ms = timeout_ms
         self.seq: dict[tuple[str, int], int] = {}
-        with RawClient(bootstrap) as raw:
-            def find() -> Any:
-                r = raw.request(ApiKey.FIND_COORDINATOR, 3, key=txn_id, key_type=1)
-                return r if r.error_code == 0 else None
-            fc = wait_until(find, 30, f"a transaction coordinator for {txn_id}")
-        self.coordinator_id = fc.node_id
-        self.coord = RawClient(f"{fc.host}:{fc.port}")
+        self.coord = self._find_coordinator()
         self.pid = self.epoch = -1
+
+    def _find_coordinator(self) -> RawClient:
+        with RawClient(self.bootstrap) as raw:
+            def find() -> Any:
+                r = raw.request(ApiKey.FIND_COORDINATOR, 3, key=self.txn_id, key_type=1)
+                return r if r.error_code == 0 else None
+            fc = wait_until(find, 30, f"a transaction coordinator for {self.txn_id}")
+        self.coordinator_id = fc.node_id
+        return RawClient(f"{fc.host}:{fc.port}")
 
     def close(self) -> None:
         self.coord.close()
@@ -53,9 +56,22 @@ class Txn:
         return wait_until(attempt, 30, what)[0]
 
     def init(self, version: int = 4, expected: tuple[int, int] = (-1, -1)) -> Any:
-        r = self.retry(lambda: self.coord.request(
-            ApiKey.INIT_PRODUCER_ID, version, transactional_id=self.txn_id, transaction_timeout_ms=self.timeout_ms,
-            producer_id=expected[0], producer_epoch=expected[1]), "InitProducerId")
+        def attempt() -> Any:
+            r = self.coord.request(
+                ApiKey.INIT_PRODUCER_ID, version, transactional_id=self.txn_id,
+                transaction_timeout_ms=self.timeout_ms, producer_id=expected[0], producer_epoch=expected[1])
+            if r.error_code in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS):
+                return None
+            if r.error_code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE):
+                # FindCoordinator is answered from the asking broker's metadata, which can name the
+                # leader of a __transaction_state partition before that broker has applied its
+                # LeaderAndIsr (right after the topic is created). Clients look the coordinator up again.
+                self.coord.close()
+                self.coord = self._find_coordinator()
+                return None
+            return [r]
+
+        r = wait_until(attempt, 30, f"InitProducerId of {self.txn_id}")[0]
         if r.error_code == 0:
             self.pid, self.epoch = r.producer_id, r.producer_epoch
             self.seq.clear()
