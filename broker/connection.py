@@ -449,8 +449,10 @@ class Connection:
         finally:
             self.in_flight = False
             try:
-                if drain and (self._held or self._held_writer is not None):
-                    # Older than anything queued: they go first.
+                if (self._held or self._held_writer is not None) and self.close_reason is None:
+                    # Answers made before the client stopped sending (or sent what closes the
+                    # connection), as Kafka sends them; older than anything queued, so first. Not
+                    # when closed from outside (idle, limits, shutdown): that close is immediate.
                     self._watch_peer()
                     try:
                         await self._write_held()

@@ -143,3 +143,16 @@ def test_a_held_answer_to_a_client_that_left_costs_nothing() -> None:
         assert not conn._held and conn._held_writer is None
 
     _run(scenario, Parking())
+
+
+def test_a_held_answer_reaches_a_client_that_stops_sending_in_the_middle_of_a_request() -> None:
+    async def scenario(client: socket.socket, conn: Connection, h: Scripted, _p: RequestPermits) -> None:
+        loop = asyncio.get_running_loop()
+        # P1 is held (bytes of the next request are here), then the client sends no more (half-closed).
+        await loop.sock_sendall(client, _frame(b"P1") + _frame(b"P2")[:3])
+        client.shutdown(socket.SHUT_WR)
+        assert await _read_frames(client, 1) == [b"P1"]
+        assert await loop.sock_recv(client, 1) == b"", "the connection stayed open"
+        assert h.handled == [b"P1"]
+
+    _run(scenario)
