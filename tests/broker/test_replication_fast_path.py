@@ -134,14 +134,6 @@ def test_parked_fetch_stays_parked_on_a_wake_up_without_news_and_returns_on_the_
         assert [r.value for b in iter_batches(memoryview(bytes(pd.records))) for r in b.records()] == [b"wake"]
 
 
-def _answers_list_offsets(raw: RawClient, topic: str) -> bool:
-    try:
-        raw.list_offset(topic, 0)
-    except AssertionError:
-        return False
-    return True
-
-
 def test_acks_all_completes_on_follower_fetches_not_on_their_wait(cluster_factory: Callable[..., Any]) -> None:
     """RF=3, min.insync.replicas=2, followers whose fetches may wait a minute: every acks=all produce
     (10 s timeout) is acknowledged, so each append woke the followers' parked fetches and the follower
@@ -154,9 +146,7 @@ def test_acks_all_completes_on_follower_fetches_not_on_their_wait(cluster_factor
         admin.create_topic(topic, 1, 3, configs={"min.insync.replicas": "2"})
         leader = admin.describe(topic)[0]["leader"]
     with RawClient(cluster.brokers[leader].bootstrap) as raw:
-        # The metadata that named the leader can be ahead of the leader itself: until it has applied
-        # its LeaderAndIsr it answers UNKNOWN_TOPIC_OR_PARTITION, which a client retries.
-        wait_until(lambda: _answers_list_offsets(raw, topic), 30, f"broker {leader} to lead {topic}-0")
+        wait_until(lambda: raw.leads(topic), 30, f"broker {leader} to lead {topic}-0")
         offsets = []
         for i in range(20):
             r = raw.produce(topic, 0, build_batch([(None, b"v%d" % i)]), acks=-1)

@@ -128,14 +128,23 @@ class RawClient:
                                 mt.PartitionProduceData(index=partition, records=batch)])])
         return body.responses[0].partition_responses[0]
 
-    def list_offset(self, topic: str, partition: int, timestamp: int = -1) -> int:
+    def _list_offset_answer(self, topic: str, partition: int, timestamp: int) -> Any:
         mt = request_type(ApiKey.LIST_OFFSETS)
         r = self.request(ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
             mt.ListOffsetsTopic(name=topic, partitions=[
                 mt.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
-        p = r.topics[0].partitions[0]
+        return r.topics[0].partitions[0]
+
+    def list_offset(self, topic: str, partition: int, timestamp: int = -1) -> int:
+        p = self._list_offset_answer(topic, partition, timestamp)
         assert p.error_code == 0, p
         return p.offset
+
+    def leads(self, topic: str, partition: int = 0) -> bool:
+        """Whether this broker serves ``topic``-``partition`` as its leader. The metadata that names a
+        new partition's leader can be ahead of that broker: until it has applied its LeaderAndIsr it
+        answers UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER, which clients retry."""
+        return self._list_offset_answer(topic, partition, -1).error_code == 0
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 8 << 20,
               max_wait_ms: int = 500) -> Any:

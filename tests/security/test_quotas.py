@@ -77,16 +77,8 @@ def leader_of(cluster: Any, topic: str) -> Any:
     leader = next(b for b in cluster.brokers if b.broker_id == leader_id)
     # The leader itself may learn of its leadership a moment after the metadata says so.
     with RawClient(leader.bootstrap) as raw:
-        wait_until(lambda: _serves(raw, topic), 15, f"broker {leader_id} to lead {topic}")
+        wait_until(lambda: raw.leads(topic), 15, f"broker {leader_id} to lead {topic}")
     return leader
-
-
-def _serves(raw: RawClient, topic: str) -> bool:
-    try:
-        raw.list_offset(topic, 0)
-    except AssertionError:
-        return False
-    return True
 
 
 def other_broker(cluster: Any, broker: Any) -> Any:
