@@ -153,24 +153,16 @@ def test_sigkill_coordinator_right_after_end_txn(cluster_factory: Any) -> None:
 
 
 def initialized_txn(bootstrap: str, txn_id: str) -> Any:
-    """A raw transactional producer past InitProducerId, re-finding the coordinator as clients do.
-
-    Right after ``__transaction_state`` is created, FindCoordinator (answered from the asking broker's
-    metadata) can name a leader that has not yet applied its LeaderAndIsr: InitProducerId there is
-    answered NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE while the partition has no leader), and a
-    client looks the coordinator up again."""
+    """A raw transactional producer past InitProducerId (which looks the coordinator up again while
+    it answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, as clients do: see ``Txn.init``)."""
     from tests.txn.test_txn_protocol import Txn
 
-    def attempt() -> Any:
-        t = Txn(bootstrap, txn_id)
-        code = t.init().error_code
-        if code == E.NONE:
-            return t
+    t = Txn(bootstrap, txn_id)
+    r = t.init()
+    if r.error_code != E.NONE:
         t.close()
-        assert code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE), f"InitProducerId: {E(code).name}"
-        return None
-
-    return wait_until(attempt, 30, f"InitProducerId of {txn_id}")
+        raise AssertionError(f"InitProducerId: {E(r.error_code).name}")
+    return t
 
 
 def transaction_state(bootstrap: str, txn_id: str) -> str | None:
