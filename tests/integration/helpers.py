@@ -44,8 +44,36 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[s
         admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs or {})])
     finally:
         admin.close()
+    wait_until(lambda: all_served(bootstrap, name, partitions), 15, f"leaders serving all partitions of {name}")
+
+
+def all_served(bootstrap: str, topic: str, partitions: int) -> bool:
+    """Whether the metadata names a leader for each of ``topic``'s partitions and each of those
+    leaders answers ListOffsets for its partitions. The metadata can be ahead of a new partition's
+    leader (see RawClient.leads); a test that produces right after creating a topic waits for both."""
     with RawClient(bootstrap) as raw:
-        wait_until(lambda: raw.leaders(name) == partitions, 15, f"leaders for all partitions of {name}")
+        md = raw.request(ApiKey.METADATA, 12, topics=[_metadata_topic(topic)], allow_auto_topic_creation=False,
+                         include_topic_authorized_operations=False)
+    address = {b.node_id: f"{b.host}:{b.port}" for b in md.brokers}
+    by_leader: dict[int, list[int]] = {}
+    for t in md.topics:
+        if t.name == topic and t.error_code == 0:
+            for p in t.partitions:
+                if p.error_code != 0 or p.leader_id not in address:
+                    return False
+                by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+    if sum(len(ps) for ps in by_leader.values()) != partitions:
+        return False
+    mt = request_type(ApiKey.LIST_OFFSETS)
+    for leader, indexes in by_leader.items():
+        with RawClient(address[leader]) as raw:
+            r = raw.request(ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+                mt.ListOffsetsTopic(name=topic, partitions=[
+                    mt.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=-1)
+                    for i in indexes])])
+        if any(p.error_code != 0 for t in r.topics for p in t.partitions):
+            return False
+    return True
 
 
 def controller_bootstrap(bootstrap: str, timeout: float = 30) -> str:
