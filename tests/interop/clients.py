@@ -12,7 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.integration.helpers import RawClient, wait_until
+from tests.integration.helpers import all_served, wait_until
 
 Record = tuple[int, int, str, str]
 REPO = Path(__file__).resolve().parents[2]
@@ -40,8 +40,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 
         admin.create_topics([NewTopic(name, partitions, replication)])
     finally:
         admin.close()
-    with RawClient(bootstrap) as raw:
-        wait_until(lambda: raw.leaders(name) == partitions, 30, f"leaders for all partitions of {name}")
+    wait_until(lambda: all_served(bootstrap, name, partitions), 30, f"leaders serving all partitions of {name}")
 
 
 # ------------------------------------------------------------------------------------------ Sarama

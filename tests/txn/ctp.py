@@ -19,7 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from tests.integration.helpers import RawClient, wait_until
+from tests.integration.helpers import all_served, wait_until
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3) -> None:
@@ -28,8 +28,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 3, rf: int = 3) ->
         admin.create_topics([NewTopic(name, partitions, rf)])
     finally:
         admin.close()
-    with RawClient(bootstrap) as raw:
-        wait_until(lambda: raw.leaders(name) == partitions, 30, f"leaders for all partitions of {name}")
+    wait_until(lambda: all_served(bootstrap, name, partitions), 30, f"leaders serving all partitions of {name}")
 
 
 def seed(bootstrap: str, topic: str, n: int) -> list[bytes]:
