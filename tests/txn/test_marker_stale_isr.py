@@ -26,7 +26,7 @@ from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode as E
 from protocol.messages import decode_response, encode_request, new_request, request_type
 from tests.cluster.helpers import ZkView
-from tests.integration.helpers import RawClient, unique, wait_until
+from tests.integration.helpers import RawClient, all_served, unique, wait_until
 from tests.txn.test_failover import FAILOVER_OVERRIDES, coordinator_of, initialized_txn
 from tests.txn.test_marker_retries import lso_and_hw
 
@@ -80,8 +80,7 @@ def test_stale_leader_and_isr_does_not_freeze_the_commit_marker(cluster_factory:
         admin.create_topics([NewTopic(topic, -1, -1, replica_assignments={0: [leader, survivor, dead]})])
     finally:
         admin.close()
-    with RawClient(bs) as raw:
-        wait_until(lambda: raw.leaders(topic) == 1, 30, f"a leader for {topic}")
+    wait_until(lambda: all_served(bs, topic, 1), 30, f"a leader serving {topic}")
     txn_id = next(i for i in (unique("mk-stale-txn") for _ in range(100)) if coordinator_of(bs, i) != dead)
     t = initialized_txn(bs, txn_id)
     at = {i: b.bootstrap for i, b in enumerate(cluster.brokers)}
