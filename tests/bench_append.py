@@ -85,8 +85,9 @@ def produce_requests(partitions: int, per_request: int, requests: int) -> list[A
 
 def append_cpu(root: str, partitions: int, per_request: int, requests: int) -> tuple[float, int]:
     """CPU seconds for appending ``requests`` requests to a fresh leader, and the batch size. Each
-    partition gets one batch first, not counted: a log's first append maps its indexes."""
-    warm_up = -(-partitions // per_request)
+    partition gets two batches first, not counted: a log's first appends map its indexes and allocate
+    their first pages (once per 4 KiB of index after that)."""
+    warm_up = 2 * -(-partitions // per_request)
     bodies = produce_requests(partitions, per_request, warm_up + requests)
     size = len(bodies[0].topic_data[0].partition_data[0].records)
     leader = Leader(root, partitions)
