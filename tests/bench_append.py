@@ -1,12 +1,12 @@
 """The leader's produce path in-process: what ``ReplicaManager.append_records`` costs per batch.
 
-Run: ``python -m tests.bench append`` (part of ``make bench``; about a minute).
+Run: ``python -m tests.bench append`` (part of ``make bench``; about 30 s).
 
 The requests have the shape Kafka's ProducerPerformance sends with its defaults (full 16 KiB batches
-of 100-byte records from an idempotent producer, acks=1): one partition a request, and twelve partitions
-of a 1,000-partition topic a request (what the Java producer's metrics showed it sending against one
-broker). Their records are writable memoryviews, as the broker decodes them from its receive buffer.
-A real ReplicaManager, LogManager and logs on the disk of ``.cache/``; no sockets and no event-loop
+of 100-byte records from an idempotent producer, acks=1): one partition a request, and twelve
+partitions of a 1,000-partition topic a request (the fewest the Java producer's metrics showed it
+sending to one broker: 12 to 35 batches a request). Their records are writable memoryviews, as the
+broker decodes them from its receive buffer. A real ReplicaManager, LogManager and logs on the disk of ``.cache/``; no sockets and no event-loop
 turns between requests, so the figures are the append path alone: LogValidator, the producer-state
 check, offset assignment, the segment write and its indexes, the HW and the answer.
 
