@@ -64,15 +64,10 @@ def all_served(bootstrap: str, topic: str, partitions: int) -> bool:
                 by_leader.setdefault(p.leader_id, []).append(p.partition_index)
     if sum(len(ps) for ps in by_leader.values()) != partitions:
         return False
-    mt = request_type(ApiKey.LIST_OFFSETS)
     for leader, indexes in by_leader.items():
         with RawClient(address[leader]) as raw:
-            r = raw.request(ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
-                mt.ListOffsetsTopic(name=topic, partitions=[
-                    mt.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=-1)
-                    for i in indexes])])
-        if any(p.error_code != 0 for t in r.topics for p in t.partitions):
-            return False
+            if not raw.serves(topic, indexes):
+                return False
     return True
 
 
@@ -156,12 +151,16 @@ class RawClient:
                                 mt.PartitionProduceData(index=partition, records=batch)])])
         return body.responses[0].partition_responses[0]
 
-    def _list_offset_answer(self, topic: str, partition: int, timestamp: int) -> Any:
+    def _list_offset_answers(self, topic: str, partitions: list[int], timestamp: int) -> list[Any]:
         mt = request_type(ApiKey.LIST_OFFSETS)
         r = self.request(ApiKey.LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
             mt.ListOffsetsTopic(name=topic, partitions=[
-                mt.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
-        return r.topics[0].partitions[0]
+                mt.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1, timestamp=timestamp)
+                for i in partitions])])
+        return [p for t in r.topics for p in t.partitions]
+
+    def _list_offset_answer(self, topic: str, partition: int, timestamp: int) -> Any:
+        return self._list_offset_answers(topic, [partition], timestamp)[0]
 
     def list_offset(self, topic: str, partition: int, timestamp: int = -1) -> int:
         p = self._list_offset_answer(topic, partition, timestamp)
@@ -172,7 +171,12 @@ class RawClient:
         """Whether this broker serves ``topic``-``partition`` as its leader. The metadata that names a
         new partition's leader can be ahead of that broker: until it has applied its LeaderAndIsr it
         answers UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER, which clients retry."""
-        return self._list_offset_answer(topic, partition, -1).error_code == 0
+        return self.serves(topic, [partition])
+
+    def serves(self, topic: str, partitions: list[int]) -> bool:
+        """Whether this broker serves all of ``partitions`` of ``topic`` as their leader (one request)."""
+        answers = self._list_offset_answers(topic, partitions, -1)
+        return len(answers) == len(partitions) and all(p.error_code == 0 for p in answers)
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 8 << 20,
               max_wait_ms: int = 500) -> Any:
