@@ -22,7 +22,10 @@ stream after ``recordsCount`` records plus one byte; a bomb of zeros fails on it
 
 The uncompressed case touches the request buffer in place: the scan reads it through a memoryview
 and nothing is copied (see ``protocol.record_scan``, compiled when the install could build it:
-:data:`RECORD_SCANNER` names the scanner in use, and the broker logs it at start). Producers'
+:data:`RECORD_SCANNER` names the scanner in use, and the broker logs it at start). With the compiled
+scanner comes ``check_plain_batch``: the common produce, one uncompressed batch that passes every
+rule above, accepted in one call with what this module would have found; for anything else it
+answers None and the stages above run in Python, with Kafka's error for what is wrong. Producers'
 batches are accepted as they are, apart from what Kafka rewrites too: maxTimestamp is set to the largest record timestamp (CreateTime)
 or the broker's clock (LogAppendTime), with the CRC recomputed, by :func:`stamp_for_append`.
 """
@@ -43,7 +46,14 @@ from protocol.compression import (
 )
 from protocol.errors import ErrorCode
 from protocol.exceptions import CorruptRecordError
-from protocol.record_scan import SCANNER, RecordScan, iter_record_summaries, scan_records, scan_records_python
+from protocol.record_scan import (
+    SCANNER,
+    RecordScan,
+    check_plain_batch,
+    iter_record_summaries,
+    scan_records,
+    scan_records_python,
+)
 from protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_CODEC_MASK,
@@ -187,6 +197,13 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
     let the loop's thread run, so the loop waits for one piece of the scan rather than for a whole
     switch interval or more.
     """
+    if check_plain_batch is not None and not yield_gil:
+        # The common produce (one uncompressed batch that passes everything) in one compiled call;
+        # None means the checks below decide, with Kafka's error for what is wrong.
+        accepted = check_plain_batch(records, max_message_bytes, now_ms, before_max_ms, after_max_ms,
+                                     timestamp_type == "CreateTime", compacted)
+        if accepted is not None:
+            return ValidatedBatch(BatchView(records), records, accepted[0], len(records), accepted[1])
     size, _ = frame_produce_batch(records, version)
     data = records[:size] if size != len(records) else records
     # UnifiedLog.analyzeAndValidateRecords: the client's baseOffset, the size, then the CRC.
@@ -249,7 +266,13 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
         max_record_ts = base_ts + scan.max_timestamp_delta
     lo, hi = now_ms - before_max_ms, now_ms + after_max_ms
     # A record with NO_TIMESTAMP passes in Kafka: the slow path below knows, the aggregates do not.
-    timestamps_ok = min_record_ts >= lo and max_record_ts <= hi if create_time else not log_append_bit
+    # Kafka refuses the producer's LogAppendTime bit only where a record's timestamp is not checked:
+    # on a CreateTime topic, records whose timestamp (the batch's maxTimestamp) is NO_TIMESTAMP.
+    if create_time:
+        timestamps_ok = (min_record_ts >= lo and max_record_ts <= hi
+                         and not (log_append_bit and max_ts == NO_TIMESTAMP))
+    else:
+        timestamps_ok = not log_append_bit
     if not timestamps_ok or (compacted and scan.first_keyless >= 0):
         errors = _record_errors(data, section, codec, count, topic_partition, compacted, create_time,
                                 log_append_bit, base_ts, max_ts, lo, hi, max_decompressed_bytes)

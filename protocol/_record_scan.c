@@ -24,6 +24,8 @@ typedef unsigned __int128 u128;
 /* Set once by protocol.record_scan (module import order keeps this extension free of imports). */
 static PyObject *InvalidRecordError = NULL;
 static PyObject *RecordScan = NULL;
+/* crc32c.crc32c, for check_plain_batch (the package's hardware CRC, not a second one here). */
+static PyObject *Crc32c = NULL;
 
 /* Below this many bytes the scan keeps the GIL: handing it over and back costs more than it frees. */
 #define RELEASE_GIL_MIN_BYTES (64 * 1024)
@@ -426,10 +428,135 @@ static PyObject *scan_records(PyObject *self, PyObject *args, PyObject *kwargs)
     return result;
 }
 
+/* Big-endian reads from a buffer already known to hold the bytes. */
+static inline int64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline int16_t be16(const uint8_t *p)
+{
+    return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+/* v2 batch header: where LogValidator's fields sit. */
+#define B_LENGTH 8
+#define B_MAGIC 16
+#define B_CRC 17
+#define B_ATTRIBUTES 21
+#define B_LAST_DELTA 23
+#define B_BASE_TS 27
+#define B_PRODUCER_ID 43
+#define B_BASE_SEQUENCE 53
+#define B_COUNT 57
+#define B_RECORDS 61
+
+/*
+ * check_plain_batch(buf, max_message_bytes, now_ms, before_max_ms, after_max_ms, create_time, compacted)
+ *
+ * The common produce, accepted in one call: exactly one uncompressed v2 batch filling ``buf``, every
+ * rule of broker.log_validator.validate_produce_records passed. Returns (records_count, max_timestamp)
+ * as that function's ValidatedBatch would hold them, or None for anything else, valid or not: the
+ * Python validator then decides, with Kafka's error for whatever is wrong. So this function only ever
+ * says yes to what the reference accepts, and tests/broker/test_plain_batch_check.py holds it to that.
+ */
+static PyObject *check_plain_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "check_plain_batch takes 7 arguments");
+        return NULL;
+    }
+    if (Crc32c == NULL || RecordScan == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "protocol._record_scan.check_plain_batch is used before configure()");
+        return NULL;
+    }
+    long long max_message_bytes = PyLong_AsLongLong(args[1]);
+    long long now_ms = PyLong_AsLongLong(args[2]);
+    long long before_max_ms = PyLong_AsLongLong(args[3]);
+    long long after_max_ms = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    int create_time = PyObject_IsTrue(args[5]);
+    int compacted = PyObject_IsTrue(args[6]);
+    if (create_time < 0 || compacted < 0)
+        return NULL;
+
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    const int64_t n = view.len;
+    PyObject *result = NULL;
+    /* Framing (one batch, nothing after it), the client's baseOffset of 0, the size limit. */
+    if (n < B_RECORDS || buf[B_MAGIC] != 2 || (int64_t)be32(buf + B_LENGTH) + 12 != n || be64(buf) != 0
+        || n > max_message_bytes)
+        goto decline;
+    const int16_t attributes = be16(buf + B_ATTRIBUTES);
+    const int32_t last_delta = be32(buf + B_LAST_DELTA), count = be32(buf + B_COUNT);
+    const int64_t producer_id = be64(buf + B_PRODUCER_ID);
+    /* Uncompressed, CreateTime (a producer's LogAppendTime bit is the validator's to judge), not a
+     * control batch, offsets 0..count-1, a sequence for an idempotent producer. */
+    if ((attributes & 0x07) != 0 || (attributes & 0x08) != 0 || (attributes & 0x20) != 0 || last_delta < 0
+        || count <= 0
+        || (int64_t)last_delta + 1 != count || (producer_id >= 0 && be32(buf + B_BASE_SEQUENCE) < 0))
+        goto decline;
+
+    PyObject *section = PyMemoryView_FromMemory((char *)(buf + B_ATTRIBUTES), n - B_ATTRIBUTES, PyBUF_READ);
+    if (section == NULL)
+        goto done;
+    PyObject *crc = PyObject_CallOneArg(Crc32c, section);
+    Py_DECREF(section);
+    if (crc == NULL)
+        goto done;
+    unsigned long computed = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (computed == (unsigned long)-1 && PyErr_Occurred())
+        goto done;
+    if (computed != (uint32_t)be32(buf + B_CRC))
+        goto decline;
+
+    scan_state s = {
+        .buf = buf, .limit = n, .end = n, .count = count, .max_record_size = 1LL << 31, .partial = 0,
+        .pos = B_RECORDS, .index = 0, .min_ts = (i128)1 << 63, .max_ts = -((i128)1 << 63),
+        .first_keyless = -1, .consecutive = 1, .error = SCAN_OK,
+    };
+    scan(&s);
+    if (s.error != SCAN_OK || s.pos != n)
+        goto decline;
+    if (compacted && s.first_keyless >= 0)
+        goto decline;
+    /* Timestamps from aggregates, as the validator reads them: a record with NO_TIMESTAMP passes in
+     * Kafka, and one out of bounds here is declined so that the validator walks the records. */
+    const i128 base_ts = be64(buf + B_BASE_TS);
+    const i128 min_record_ts = base_ts + s.min_ts, max_record_ts = base_ts + s.max_ts;
+    if (create_time
+        && (min_record_ts < (i128)now_ms - before_max_ms || max_record_ts > (i128)now_ms + after_max_ms))
+        goto decline;
+    PyObject *items[2] = {PyLong_FromLong(count), long_from_i128(max_record_ts > -1 ? max_record_ts : -1)};
+    if (items[0] && items[1])
+        result = PyTuple_Pack(2, items[0], items[1]);
+    Py_XDECREF(items[0]);
+    Py_XDECREF(items[1]);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *configure(PyObject *self, PyObject *args)
 {
-    PyObject *error_type, *result_type;
-    if (!PyArg_ParseTuple(args, "OO:configure", &error_type, &result_type))
+    PyObject *error_type, *result_type, *crc32c = NULL;
+    if (!PyArg_ParseTuple(args, "OO|O:configure", &error_type, &result_type, &crc32c))
         return NULL;
     if (!PyType_Check(error_type) || !PyType_IsSubtype((PyTypeObject *)error_type,
                                                         (PyTypeObject *)PyExc_Exception)) {
@@ -444,6 +571,14 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_INCREF(result_type);
     Py_XSETREF(InvalidRecordError, error_type);
     Py_XSETREF(RecordScan, result_type);
+    if (crc32c != NULL) {
+        if (!PyCallable_Check(crc32c)) {
+            PyErr_SetString(PyExc_TypeError, "configure() needs a callable CRC-32C");
+            return NULL;
+        }
+        Py_INCREF(crc32c);
+        Py_XSETREF(Crc32c, crc32c);
+    }
     Py_RETURN_NONE;
 }
 
@@ -451,8 +586,13 @@ static PyMethodDef methods[] = {
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_VARARGS | METH_KEYWORDS,
      "scan_records(buf, pos, end, first_index, count, *, partial=False, max_record_size=2**31, "
      "release_gil=False)\n--\n\nprotocol.record_scan.scan_records, compiled."},
+    {"check_plain_batch", (PyCFunction)(void (*)(void))check_plain_batch, METH_FASTCALL,
+     "check_plain_batch(buf, max_message_bytes, now_ms, before_max_ms, after_max_ms, create_time, "
+     "compacted)\n--\n\nOne uncompressed v2 batch that passes every produce check: (records_count, "
+     "max_timestamp); None otherwise."},
     {"configure", configure, METH_VARARGS,
-     "configure(error_type, result_type)\n--\n\nThe exception to raise and the type to return."},
+     "configure(error_type, result_type, crc32c=None)\n--\n\nThe exception to raise, the type to return "
+     "and the CRC-32C function."},
     {NULL, NULL, 0, NULL},
 };
 

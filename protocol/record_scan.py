@@ -25,9 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+import crc32c
+
 from protocol.records import InvalidRecordError, ReadableBuffer
 
-__all__ = ["SCANNER", "RecordScan", "RecordSummary", "iter_record_summaries", "scan_records", "scan_records_python"]
+__all__ = ["SCANNER", "RecordScan", "RecordSummary", "check_plain_batch", "iter_record_summaries", "scan_records",
+           "scan_records_python"]
 
 _NO_TS = 1 << 63
 
@@ -235,14 +238,17 @@ def iter_record_summaries(buf: ReadableBuffer, pos: int, end: int, count: int) -
         pos = record_end
 
 
-def _compiled_scanner() -> tuple[Callable[..., RecordScan], str]:
+def _compiled_scanner() -> tuple[Callable[..., RecordScan], str, Callable[..., tuple[int, int] | None] | None]:
     try:
         from protocol import _record_scan
     except ImportError:
-        return scan_records_python, "pure Python (protocol._record_scan was not built)"
-    _record_scan.configure(InvalidRecordError, RecordScan)
-    return _record_scan.scan_records, "compiled (protocol._record_scan)"
+        return scan_records_python, "pure Python (protocol._record_scan was not built)", None
+    _record_scan.configure(InvalidRecordError, RecordScan, crc32c.crc32c)
+    return _record_scan.scan_records, "compiled (protocol._record_scan)", _record_scan.check_plain_batch
 
 
-#: The scanner produce validation uses: the compiled one when the install built it.
-scan_records, SCANNER = _compiled_scanner()
+#: The scanner produce validation uses: the compiled one when the install built it. With it comes
+#: ``check_plain_batch`` (None without it): the common produce, one uncompressed batch that passes
+#: every check, accepted in one compiled call; it answers None for anything else, which the Python
+#: validator then judges (broker.log_validator.validate_produce_records).
+scan_records, SCANNER, check_plain_batch = _compiled_scanner()

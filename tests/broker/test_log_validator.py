@@ -138,6 +138,18 @@ def test_no_timestamp_is_not_checked_but_log_append_time_from_a_producer_is_refu
     assert "Producer should not set timestamp type to LogAppendTime" in err.record_errors[0].message
 
 
+def test_a_producers_log_append_time_bit_on_a_create_time_topic() -> None:
+    """Kafka checks the record timestamps (the batch's maxTimestamp under that bit) against the bounds,
+    and refuses the bit only for records with no timestamp, whose timestamp it does not check."""
+    stamped = raw_batch(records(2), count=2, attributes=0x08)
+    assert validate(stamped).records_count == 2
+    err = refused(raw_batch(records(2), count=2, attributes=0x08, max_ts=-1))
+    assert err.code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in err.record_errors] == [0, 1]
+    assert "Producer should not set timestamp type to LogAppendTime" in err.record_errors[0].message
+    err = refused(raw_batch(records(2), count=2, attributes=0x08, max_ts=NOW - 10_000), before_max_ms=1000)
+    assert err.code == ErrorCode.INVALID_TIMESTAMP and "is out of range" in err.record_errors[0].message
+
+
 def test_record_framing_errors() -> None:
     for section in (
         b"\x7f" + bytes(8),                               # record length past the batch
@@ -243,6 +255,7 @@ def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     else:
         monkeypatch.setattr(log_validator, "scan_records", scan_records_python)
         monkeypatch.setattr(log_validator, "COMPILED_SCANNER", False)
+        monkeypatch.setattr(log_validator, "check_plain_batch", None)
     return request.param
 
 
@@ -257,7 +270,8 @@ def _answer(data: bytes | bytearray, **overrides: object) -> tuple[object, ...]:
 
 @pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4, CompressionType.GZIP])
 def test_both_scanners_give_the_same_answers(codec: CompressionType, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Good and mutated batches: the compiled and the Python scanner refuse or accept them alike."""
+    """Good and mutated batches: the compiled path (the one-call check of a plain batch included) and
+    the pure-Python one refuse or accept them alike."""
     import random
 
     assert log_validator.COMPILED_SCANNER, log_validator.RECORD_SCANNER
@@ -281,6 +295,7 @@ def test_both_scanners_give_the_same_answers(codec: CompressionType, monkeypatch
             with monkeypatch.context() as m:
                 m.setattr(log_validator, "scan_records", scan_records_python)
                 m.setattr(log_validator, "COMPILED_SCANNER", False)
+                m.setattr(log_validator, "check_plain_batch", None)
                 python = _answer(data, **overrides)
             assert compiled == python, (data.hex(), overrides)
             kinds.add(compiled[0] if compiled[0] == "accepted" else compiled[1])
