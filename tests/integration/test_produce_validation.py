@@ -216,6 +216,9 @@ CASES: dict[str, tuple[str, Callable[[], bytes]]] = {
         records_section(), count=3, attributes=0x10, producer_id=5, producer_epoch=0, base_sequence=0)),
     "log-append-time bit from the producer": ("plain", lambda: raw_batch(records_section(), count=3,
                                                                           attributes=0x08)),
+    # Kafka refuses the bit only for records whose timestamp it does not check: NO_TIMESTAMP.
+    "log-append-time bit from the producer, max timestamp -1": ("plain", lambda: raw_batch(
+        records_section(), count=3, attributes=0x08, max_ts=-1)),
     "max timestamp below the records'": ("plain", lambda: raw_batch(records_section(), count=3, max_ts=5)),
 }
 for _name, _codec in CODECS.items():
