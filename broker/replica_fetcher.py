@@ -33,6 +33,7 @@ from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import request_type
 from protocol.records import whole_batches_size
+from storage.errors import CorruptRecordError
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
@@ -346,7 +347,14 @@ class ReplicaFetcher:
                                  "controller", self.leader_id, tp[0], tp[1], state.leader_epoch, ErrorCode(code).name)
                     state.last_error = code
                 if code == ErrorCode.NONE:
-                    await self._process(p, pd)
+                    try:
+                        await self._process(p, pd)
+                    except CorruptRecordError as e:
+                        # As Kafka's fetcher: the partition waits out a backoff and is fetched again
+                        # from the same offset; the other partitions of the response go on.
+                        log.error("[ReplicaFetcher leader=%d] Found invalid messages during fetch for partition "
+                                  "%s-%d offset %d: %s", self.leader_id, tp[0], tp[1], p.log.log_end_offset, e)
+                        state.delayed_until = loop.time() + self.backoff_s
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._handle_out_of_range(p, pd)
                 elif code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,

@@ -35,6 +35,7 @@ from storage.batch_headers import (
     BatchHeader,
     buffer_headers,
     control_record,
+    crc_is_valid,
     read_headers,
 )
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
@@ -604,6 +605,14 @@ class PartitionLog:
             raise RecordTooLargeError(f"append of {len(mv)} bytes exceeds segment.bytes {segment_bytes}")
         if from_client is None:
             from_client = assign_offsets
+        if not from_client:
+            # Kafka's analyzeAndValidateRecords checks every batch's CRC whatever the origin (a client's
+            # were checked by LogValidator): a follower never stores a batch that the leader's disk or
+            # the way here corrupted, and its fetcher tries the partition again.
+            for h in headers:
+                if not crc_is_valid(mv[h.position : h.position + h.size]):
+                    raise CorruptRecordError(f"Record is corrupt (stored crc = {h.crc}) in topic partition "
+                                             f"{self.topic}-{self.partition}.")
         with self._lock:
             self._check_online()
             ps = self.producer_state

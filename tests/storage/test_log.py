@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from protocol.records import BatchView, build_control_batch
-from storage.errors import InvalidOffsetAppendError, OffsetOutOfRangeError, RecordTooLargeError
+from storage.errors import CorruptRecordError, InvalidOffsetAppendError, OffsetOutOfRangeError, RecordTooLargeError
 from storage.log import PartitionLog
 from tests.storage.conftest import batch, kv_batch, records_of, small_config
 
@@ -112,6 +112,23 @@ def test_follower_append_keeps_offsets_and_rejects_going_back(log_dir):
     assert lg.log_end_offset == 6 and lg.leader_epoch_cache.entries() == [(2, 5)]
     with pytest.raises(InvalidOffsetAppendError):
         lg.append(kv_batch([(b"a", b"1")], base_offset=5), assign_offsets=False)
+    lg.close()
+
+
+def test_an_append_not_from_a_client_checks_every_crc_and_stores_nothing_on_a_bad_one(log_dir):
+    """Kafka checks the CRC of every batch it appends, a follower's too; the leader's client appends
+    were checked by LogValidator."""
+    lg = PartitionLog(log_dir, small_config())
+    good = kv_batch([(b"a", b"1")], base_offset=0)
+    bad = bytearray(kv_batch([(b"b", b"2")], base_offset=1))
+    bad[-1] ^= 0x01
+    for append in (lambda: lg.append(good + bad, assign_offsets=False),
+                   lambda: lg.append(bytearray(bad), assign_offsets=True, from_client=False)):
+        with pytest.raises(CorruptRecordError, match="Record is corrupt"):
+            append()
+        assert lg.log_end_offset == 0 and lg.size_in_bytes == 0
+    lg.append(good, assign_offsets=False)
+    assert lg.log_end_offset == 1
     lg.close()
 
 
