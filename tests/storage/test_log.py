@@ -6,7 +6,12 @@ import struct
 import pytest
 
 from protocol.records import BatchView, build_control_batch
-from storage.errors import CorruptRecordError, InvalidOffsetAppendError, OffsetOutOfRangeError, RecordTooLargeError
+from storage.errors import (
+    CorruptRecordError,
+    InvalidOffsetAppendError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
 from storage.log import PartitionLog
 from tests.storage.conftest import batch, kv_batch, records_of, small_config
 
