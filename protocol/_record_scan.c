@@ -478,12 +478,18 @@ static PyObject *check_plain_batch(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_RuntimeError, "protocol._record_scan.check_plain_batch is used before configure()");
         return NULL;
     }
-    long long max_message_bytes = PyLong_AsLongLong(args[1]);
-    long long now_ms = PyLong_AsLongLong(args[2]);
-    long long before_max_ms = PyLong_AsLongLong(args[3]);
-    long long after_max_ms = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred())
-        return NULL;
+    /* The limits as 64-bit integers; one beyond that (no Kafka config is) is the validator's to use. */
+    long long limits[4];
+    for (int i = 0; i < 4; i++) {
+        int overflow;
+        limits[i] = PyLong_AsLongLongAndOverflow(args[1 + i], &overflow);
+        if (limits[i] == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow)
+            Py_RETURN_NONE;
+    }
+    const long long max_message_bytes = limits[0], now_ms = limits[1], before_max_ms = limits[2],
+                    after_max_ms = limits[3];
     int create_time = PyObject_IsTrue(args[5]);
     int compacted = PyObject_IsTrue(args[6]);
     if (create_time < 0 || compacted < 0)

@@ -160,6 +160,15 @@ def test_every_rule_broken_once_is_declined() -> None:
     assert shortcut(good, max_message_bytes=len(good)) == (5, NOW)
 
 
+def test_limits_beyond_64_bits_are_left_to_the_validator() -> None:
+    data = batch(3)
+    assert shortcut(data, after_max_ms=1 << 64) is None
+    assert shortcut(data, max_message_bytes=-(1 << 70)) is None
+    assert agree(data, after_max_ms=1 << 64) == "declined"
+    with pytest.raises(TypeError):
+        check_plain_batch(data, "big", 0, 0, 0, True, False)  # type: ignore[arg-type,misc]
+
+
 def test_a_producers_log_append_time_bit_is_left_to_the_validator() -> None:
     """The topic's timestamp type decides what the bit means: accepted on a CreateTime topic when the
     batch's maxTimestamp is in bounds, refused on a LogAppendTime topic."""
