@@ -27,6 +27,10 @@ from protocol.compression import CompressionType
 from protocol.record_scan import check_plain_batch
 from protocol.records import NewRecord, build_batch
 
+# Imported here, not while drawing: importing that module defines its @given tests, which Hypothesis
+# refuses inside a running @given (nested_given) when this file runs without tests/protocol collected.
+from tests.protocol.test_record_scan import hostile_records
+
 NOW = int(time.time() * 1000)
 DEFAULTS: dict[str, Any] = dict(topic_partition="t-0", max_message_bytes=1 << 20, timestamp_type="CreateTime",
                                 before_max_ms=(1 << 63) - 1, after_max_ms=(1 << 63) - 1, now_ms=NOW,
@@ -219,8 +223,6 @@ def test_mutated_batches_agree(seed: int) -> None:
 @st.composite
 def hostile_batches(draw: st.DrawFn) -> bytes:
     """A v2 header with chosen fields over records that may lie, CRC right or wrong."""
-    from tests.protocol.test_record_scan import hostile_records
-
     recs = draw(st.lists(hostile_records(), min_size=0, max_size=5))
     section = b"".join(recs)
     count = draw(st.sampled_from([len(recs), len(recs) + 1, max(len(recs) - 1, 0), 0, -1]))
