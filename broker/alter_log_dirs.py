@@ -133,7 +133,7 @@ class AlterLogDirsManager:
             return ErrorCode.KAFKA_STORAGE_ERROR
         rm = self.replica_manager()
         p = rm.partitions.get(tp) if rm is not None else None
-        if p is not None and (tp in lm.offline_partitions or p.log.is_offline):
+        if p is not None and (lm.is_partition_offline(tp) or p.log.is_offline):
             return ErrorCode.KAFKA_STORAGE_ERROR
         future_dir = lm.future_log_dir_of(topic, partition)
         if p is not None and future_dir is not None and future_dir != log_dir:

@@ -59,6 +59,7 @@ from protocol.records import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
@@ -91,6 +92,7 @@ _CODEC_BY_NAME = {
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest batchLength its batch iterator accepts.
 _MIN_FRAMED_LENGTH = 14
 _MAGIC_OFFSET = 16
@@ -141,6 +143,9 @@ class ValidatedBatch:
     needs_rebuild: bool = False
     compressed: bool = False
     record_errors: list[RecordError] = field(default_factory=list)
+    #: The header already says what a CreateTime topic stores (the CreateTime bit, and ``max_timestamp``
+    #: as maxTimestamp): stamp_for_append has nothing to read or write for such a topic.
+    create_time_stamped: bool = False
 
 
 def _next_batch_size(buf: memoryview, pos: int, end: int) -> int | None:
@@ -203,7 +208,12 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
         accepted = check_plain_batch(records, max_message_bytes, now_ms, before_max_ms, after_max_ms,
                                      timestamp_type == "CreateTime", compacted)
         if accepted is not None:
-            return ValidatedBatch(BatchView(records), records, accepted[0], len(records), accepted[1])
+            # The compiled check accepts only the CreateTime bit; the producer's maxTimestamp is
+            # almost always the records' largest, which is what a CreateTime topic keeps.
+            count, max_timestamp = accepted
+            return ValidatedBatch(BatchView(records), records, count, len(records), max_timestamp,
+                                  create_time_stamped=_INT64.unpack_from(records, MAX_TIMESTAMP_OFFSET)[0]
+                                  == max_timestamp)
     size, _ = frame_produce_batch(records, version)
     data = records[:size] if size != len(records) else records
     # UnifiedLog.analyzeAndValidateRecords: the client's baseOffset, the size, then the CRC.
@@ -456,6 +466,8 @@ def needs_recompression(batch: BatchView, topic_compression: str) -> Compression
 def stamp_for_append(vb: ValidatedBatch, *, timestamp_type: str, now_ms: int) -> None:
     """Kafka's ``setMaxTimestamp`` after validation: LogAppendTime gets the broker's clock, CreateTime
     the records' largest timestamp. A no-op (no CRC pass) when the batch already says so."""
+    if vb.create_time_stamped and timestamp_type == "CreateTime":
+        return
     if timestamp_type == "LogAppendTime":
         wanted, max_timestamp = TimestampType.LOG_APPEND_TIME, now_ms
     else:

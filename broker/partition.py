@@ -156,8 +156,7 @@ class Partition:
 
     def append_as_leader(self, records: memoryview, required_acks: int, log_append_time_ms: int) -> AppendInfo:
         self.check_leader()
-        min_isr = self.config.min_insync_replicas
-        if required_acks == -1 and len(self.isr) < min_isr:
+        if required_acks == -1 and len(self.isr) < (min_isr := self.config.min_insync_replicas):
             raise PartitionError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"the ISR of {self.topic}-{self.partition} has {len(self.isr)} members, "

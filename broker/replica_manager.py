@@ -125,7 +125,7 @@ class ReplicaManager:
             if self.metadata.partition(*tp) is None:
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if tp in self.log_manager.offline_partitions or p.log.is_offline:
+        if p.log.is_offline or self.log_manager.is_partition_offline(tp):
             raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR)
         p.check_leader(current_leader_epoch)
         return p
@@ -298,9 +298,9 @@ class ReplicaManager:
         the log of a partition that is not new while any dir is offline (it would start an empty replica
         beside the lost one)."""
         lm = self.log_manager
-        if not lm.offline_dirs:  # the common case: no copy of the offline partition set per partition
+        if not lm.offline_dirs:  # the common case
             return False
-        return tp in lm.offline_partitions or (not is_new and lm.get_log(*tp) is None)
+        return lm.is_partition_offline(tp) or (not is_new and lm.get_log(*tp) is None)
 
     async def on_log_dir_failure(self, log_dir: str) -> list[TP]:
         """KIP-112 on this broker: the partitions of a failed dir stop replicating and serving (their
@@ -502,6 +502,7 @@ class ReplicaManager:
             vb.data = memoryview(bytearray(await asyncio.get_running_loop().run_in_executor(
                 None, _recompress, vb.batch, target)))
             vb.batch = BatchView(vb.data)
+            vb.create_time_stamped = False  # a new header: stamp_for_append reads it
         stamp_for_append(vb, timestamp_type=timestamp_type, now_ms=now)
         data = vb.data
         log_append_time = now if timestamp_type == "LogAppendTime" else -1

@@ -750,14 +750,7 @@ class PartitionLog:
     def _maybe_roll(self, size: int, max_ts: int, first_offset: int, last_offset: int, now: int,
                     segment_bytes: int, segment_ms: int) -> LogSegment:
         seg = self._segments[-1]
-        if seg.should_roll(
-            segment_bytes=segment_bytes,
-            segment_ms=segment_ms,
-            now_ms=now,
-            append_size=size,
-            max_timestamp=max_ts,
-            max_offset=last_offset,
-        ):
+        if seg.should_roll(segment_bytes, segment_ms, now, size, max_ts, last_offset):
             return self._roll(max(first_offset, self._leo))
         return seg
 

@@ -271,6 +271,10 @@ class LogManager:
     def offline_partitions(self) -> set[TopicPartition]:
         return set(self._offline_partitions)
 
+    def is_partition_offline(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s log dir failed; asked on every produce and fetch, so without a copy."""
+        return tp in self._offline_partitions
+
     @property
     def online_dirs(self) -> list[str]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]

@@ -212,18 +212,19 @@ class LogSegment:
             return message_timestamp - ts
         return now_ms - self.created_ms
 
-    def should_roll(
-        self, *, segment_bytes: int, segment_ms: int, now_ms: int, append_size: int, max_timestamp: int, max_offset: int
-    ) -> bool:
+    def should_roll(self, segment_bytes: int, segment_ms: int, now_ms: int, append_size: int, max_timestamp: int,
+                    max_offset: int) -> bool:
+        """Kafka's LogSegment.shouldRoll, asked by every append (so positional arguments)."""
         size = self.size
-        if size > 0 and size > segment_bytes - append_size:
-            return True
-        if size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms:
-            return True
+        if size > 0:
+            if size > segment_bytes - append_size:
+                return True
+            if self.time_waited_for_roll(now_ms, max_timestamp) > segment_ms - self.roll_jitter_ms:
+                return True
         return (
             self.offset_index.is_full()
             or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(max_offset)
+            or not 0 <= max_offset - self.base_offset <= INT32_MAX
         )
 
     def first_header(self) -> BatchHeader | None:
@@ -241,7 +242,7 @@ class LogSegment:
         if not data:
             return
         position = self.size
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset
             raise ValueError(f"offset {largest_offset} overflows segment {self.base_offset}")
         if position == 0:
             self._rolling_ts = largest_timestamp
@@ -271,7 +272,9 @@ class LogSegment:
             # The kept appends must be the segment's last ones with nothing between them, or a read
             # could skip the batches of an append that is not among them.
             self._recent.clear()
-        max_ts = self.max_timestamp_and_offset
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self.max_timestamp_and_offset
         if largest_timestamp > max_ts[0]:
             self._max_ts = (largest_timestamp, offset_of_max_timestamp)
         if self._bytes_since_index > self.settings.index_interval_bytes:

@@ -195,6 +195,21 @@ def test_stamping_sets_the_type_bit_max_timestamp_and_crc(timestamp_type: str) -
         assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.CREATE_TIME, NOW - 5)
 
 
+@pytest.mark.parametrize("header_max", [NOW - 5, NOW - 9, NOW + 100, -1])
+def test_a_create_time_batch_is_restamped_unless_its_header_holds_the_largest_timestamp(header_max: int) -> None:
+    # The validator's common case tells the stamping whether maxTimestamp is already the records'
+    # largest; a producer that says otherwise has it set, with the CRC, as Kafka's setMaxTimestamp does.
+    data = bytearray(build_batch([(b"a", b"1", NOW - 5), (b"b", b"2", NOW - 9)]))
+    struct.pack_into(">q", data, 35, header_max)
+    vb = validate(_recrc(data))
+    assert vb.create_time_stamped == (header_max == NOW - 5)
+    before = bytes(vb.data)
+    stamp_for_append(vb, timestamp_type="CreateTime", now_ms=NOW)
+    batch = BatchView(vb.data)
+    assert batch.verify_crc() and batch.max_timestamp == NOW - 5
+    assert (bytes(vb.data) == before) == (header_max == NOW - 5)
+
+
 def test_scanner_partial_mode_stops_before_an_incomplete_record() -> None:
     section = records(3)
     cut = len(section) - 3

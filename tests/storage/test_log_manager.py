@@ -92,6 +92,7 @@ def test_failing_dir_goes_offline_without_taking_the_process_down(tmp_path):
         a.append(kv_batch([(b"k", b"v2")]))
     assert went_offline == [bad_dir] and lm.offline_dirs == {bad_dir}
     assert ("t", 0) in lm.offline_partitions and lm.get_log("t", 0) is None
+    assert lm.is_partition_offline(("t", 0)) and not lm.is_partition_offline(("t", 1))
     with pytest.raises(LogDirOfflineError):
         a.append(kv_batch([(b"k", b"v3")]))
     # the other dir keeps working, and new partitions avoid the offline dir
