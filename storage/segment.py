@@ -224,7 +224,7 @@ class LogSegment:
         return (
             self.offset_index.is_full()
             or self.time_index.is_full()
-            or not 0 <= max_offset - self.base_offset <= INT32_MAX
+            or not self.can_convert_to_relative_offset(max_offset)
         )
 
     def first_header(self) -> BatchHeader | None:
@@ -242,7 +242,7 @@ class LogSegment:
         if not data:
             return
         position = self.size
-        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset
+        if not self.can_convert_to_relative_offset(largest_offset):
             raise ValueError(f"offset {largest_offset} overflows segment {self.base_offset}")
         if position == 0:
             self._rolling_ts = largest_timestamp
