@@ -37,7 +37,24 @@ MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 # Ports handed out by free_port(), the most recent first: a process never gets one twice in a row of
 # _RECENT_PORTS, so two servers it starts one after the other cannot be told the same port.
 _RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=1000)
-_FREE_PORT_RANGE = (27000, 32768)
+FREE_PORT_RANGE = (27000, 32768)
+
+
+def free_port_slice(index: int, count: int) -> str:
+    """``KAFKETTE_FREE_PORT_RANGE`` for the ``index``-th of ``count`` processes that share the range."""
+    low, high = FREE_PORT_RANGE
+    width = (high - low) // count
+    return f"{low + index * width}-{low + (index + 1) * width}"
+
+
+def _free_port_range() -> tuple[int, int]:
+    narrowed = os.environ.get("KAFKETTE_FREE_PORT_RANGE")
+    if narrowed:
+        low, _, high = narrowed.partition("-")
+        with contextlib.suppress(ValueError):
+            if FREE_PORT_RANGE[0] <= int(low) < int(high) <= FREE_PORT_RANGE[1]:
+                return int(low), int(high)
+    return FREE_PORT_RANGE
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -48,8 +65,12 @@ def free_port(host: str = "127.0.0.1") -> int:
     ``bind(0)`` is one it also gives to outgoing connections, so between this call and the server's
     bind a client connection can take it, and the server fails with "address already in use". Below
     the range only another free_port() caller can, so the port is checked free on every address (a
-    server binds 0.0.0.0) and not handed out again soon. Fixed-port clusters use ports under 27000."""
-    low, high = _FREE_PORT_RANGE
+    server binds 0.0.0.0) and not handed out again soon. Fixed-port clusters use ports under 27000.
+
+    ``KAFKETTE_FREE_PORT_RANGE=low-high`` narrows the range: processes that start servers side by side
+    (the test suite's parallel workers) each take a slice, since one does not know the ports the
+    other has handed out but not yet bound."""
+    low, high = _free_port_range()
     with contextlib.suppress(OSError, ValueError):
         high = min(high, int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]))
     rng = random.SystemRandom()

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from clients import devcluster
+from clients.zookeeper_server import free_port_slice
 
 # Test clusters: a controlled shutdown that cannot move leadership (the last broker of a cluster, or one
 # whose peers were killed) retries after 200 ms instead of Kafka's 5 s, which only cost teardown time.
 devcluster.BASE_OVERRIDES["controlled.shutdown.retry.backoff.ms"] = "200"
+
+
+def _own_port_slice() -> None:
+    """`make test` runs the suite in parallel workers (pytest-xdist): each hands out ports from a slice
+    of its own, it and the processes it starts (brokers, ZooKeeper, the dev-cluster command), so two
+    workers never give the same port to two servers. Fixed-port suites use ports below the slices."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or not worker.startswith("gw"):
+        return
+    os.environ["KAFKETTE_FREE_PORT_RANGE"] = free_port_slice(int(worker[2:]), int(count))
+
+
+_own_port_slice()
 
 # ================================================================================================
 # ZooKeeper (controller tests and anything else that needs a real ensemble)

@@ -90,7 +90,9 @@ def test_the_uncompressed_batch_is_validated_in_place() -> None:
     (raw_batch(compress(CompressionType.GZIP, os.urandom(300)), count=3, codec=1), ErrorCode.INVALID_RECORD),
     (raw_batch(lz4.frame.compress(bytes(200_000), block_linked=True), count=1, codec=3),
      ErrorCode.UNKNOWN_SERVER_ERROR),
-])
+], ids=["empty", "length-10-magic-0", "truncated", "two-batches", "magic-3", "magic-1", "base-offset-7",
+        "too-large", "codec-6", "last-offset-delta-short", "fewer-records-than-count", "more-records-than-count",
+        "trailing-byte", "gzip-not-gzip", "gzip-of-garbage", "lz4-linked-blocks"])
 def test_kafka_error_codes(data: bytes, code: ErrorCode) -> None:
     err = refused(data, max_message_bytes=30000)
     assert err.code == code, err
@@ -195,7 +197,8 @@ def test_stamping_sets_the_type_bit_max_timestamp_and_crc(timestamp_type: str) -
         assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.CREATE_TIME, NOW - 5)
 
 
-@pytest.mark.parametrize("header_max", [NOW - 5, NOW - 9, NOW + 100, -1])
+@pytest.mark.parametrize("header_max", [NOW - 5, NOW - 9, NOW + 100, -1],
+                         ids=["the-largest", "older", "newer", "unset"])
 def test_a_create_time_batch_is_restamped_unless_its_header_holds_the_largest_timestamp(header_max: int) -> None:
     # The validator's common case tells the stamping whether maxTimestamp is already the records'
     # largest; a producer that says otherwise has it set, with the CRC, as Kafka's setMaxTimestamp does.
