@@ -108,16 +108,26 @@ def dump_log_segments(*args: str) -> str:
 def compile_java(source: Path) -> str:
     """Compile one Java file against the Kafka jars (cached by content); returns its classes directory."""
     digest = hashlib.sha256(source.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
-    out = CLASSES_DIR / digest
-    if not (out / ".complete").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            ["javac", "-nowarn", "-d", str(out), "-cp", classpath(), str(source)],
-            capture_output=True, text=True, timeout=300,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
-        (out / ".complete").write_text("ok\n")
+    return javac_once(source, classpath(), CLASSES_DIR / digest)
+
+
+def javac_once(source: Path, cp: str, out: Path) -> str:
+    """Compile ``source`` into ``out`` unless that was done; returns ``out``.
+
+    `make test`'s parallel workers may need the same classes at the same moment: a lock file makes one
+    compile while the other waits, so that nobody runs class files that javac is still writing."""
+    if (out / ".complete").exists():
+        return str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / ".complete").exists():
+            out.mkdir(exist_ok=True)
+            proc = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", cp, str(source)],
+                                  capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise RuntimeError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
+            (out / ".complete").write_text("ok\n")
     return str(out)
 
 

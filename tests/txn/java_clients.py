@@ -14,6 +14,8 @@ import hashlib
 import subprocess
 from pathlib import Path
 
+from tests.kafka_dist import javac_once
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE = REPO_ROOT / ".cache" / "java-clients"
 HARNESS = Path(__file__).parent / "java" / "TxnHarness.java"
@@ -49,15 +51,7 @@ def classpath() -> str:
 def compiled() -> str:
     cp = classpath()
     digest = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
-    out = CACHE / "classes" / digest
-    if not (out / ".complete").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", cp, str(HARNESS)],
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise RuntimeError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
-        (out / ".complete").write_text("ok\n")
-    return str(out)
+    return javac_once(HARNESS, cp, CACHE / "classes" / digest)
 
 
 def run_harness(*args: str, timeout: float = 300) -> str:
