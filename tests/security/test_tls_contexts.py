@@ -8,6 +8,7 @@ import os
 import ssl
 import stat
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,11 +154,24 @@ def test_wrong_key_password_and_mismatched_key(certs: Certs) -> None:
                            "ssl.keystore.certificate.chain": certs.broker.chain_pem})
 
 
-def test_no_key_left_on_disk(certs: Certs) -> None:
-    before = set(os.listdir(tempfile.gettempdir()))
+def test_no_key_left_on_disk(certs: Certs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A temporary directory of this test's own: brokers of the tests that run beside it (`make test`
+    # runs two workers) load keys through the shared one meanwhile.
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    made_by_tls: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recorded_mkdtemp(*args: Any, **kwargs: Any) -> str:
+        made_by_tls.append(mkdtemp(*args, **kwargs))
+        return made_by_tls[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recorded_mkdtemp)
     tls.server_context(pem_keystore(certs.broker))
-    leftovers = [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("kafkette-tls-")]
-    assert not leftovers
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    assert [os.path.dirname(d) for d in made_by_tls] == [str(private)]  # the key went through one
+    assert os.listdir(private) == []
     # The directory the key passes through is private while it exists.
     made = tempfile.mkdtemp(prefix="kafkette-tls-probe-")
     try:
