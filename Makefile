@@ -51,13 +51,13 @@ run: install
 run-secure: install
 	$(PY) -m clients.devcluster_secure
 
-# Lint and type check first: a failure there stops the run before any test starts.
 # Two workers: most of the suite's time is spent waiting on brokers, ZooKeeper and JVM clients, not
 # computing, so two share two cores well (about half the serial time). A test file runs whole on one
 # worker (its module fixtures are started once); free ports come from a slice per worker
 # (tests/conftest.py). TEST_WORKERS=0 runs the suite in this process, serially.
 TEST_WORKERS ?= 2
 
+# Lint and type check first: a failure there stops the run before any test starts.
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
