@@ -53,6 +53,7 @@ from protocol.messages import (
     request_type,
     unsupported_api_versions_response,
 )
+from protocol.produce_wire import decode_produce, encode_produce_response
 from protocol.schema import FileRegion, FileRegions, Struct
 
 if TYPE_CHECKING:
@@ -152,6 +153,10 @@ class KafkaApis:
             return None  # acks=0 produce
         if parts is not None:
             return parts
+        if hdr.api_key == ApiKey.PRODUCE:
+            frame = encode_produce_response(hdr.api_version, hdr.correlation_id, body)
+            if frame is not None:
+                return [frame]
         return encode_response(hdr.api_key, hdr.api_version, hdr.correlation_id, body)
 
     async def _handle_with_quotas(self, conn: Connection, request: Request, handler: HandlerFn,
@@ -264,6 +269,10 @@ class KafkaApis:
         bytes, so a strict decoder would drop every librdkafka client.
         """
         header, pos = decode_request_header(frame)
+        if header.api_key == ApiKey.PRODUCE:
+            decoded = decode_produce(frame, pos, header.api_version)
+            if decoded is not None:
+                return Request(header, decoded[0], len(frame))
         body, _end = request_type(header.api_key).decode(frame, header.api_version, pos, exact=False)
         return Request(header, body, len(frame))
 

@@ -1,0 +1,507 @@
+/*
+ * The compiled twin of the generated Produce codec (protocol/schema.py) for the request's common
+ * shape and the response's, versions 3 to 11: the two ends of every produce request, which in Python
+ * cost about as much as the rest of the request's framing.
+ *
+ * Both functions only ever give the answer the generated code gives, or None. A decode gives None
+ * for anything but a well-formed request without tagged fields; an encode gives None for any field
+ * outside the common answer (record errors, an error message, a current leader, node endpoints, a
+ * value out of its wire type's range). The caller then runs the generated code, so every refusal
+ * keeps its message. tests/protocol/test_produce_wire.py holds the two codecs to each other.
+ *
+ * The request's bytes are hostile: every read is checked against the frame's length, and lengths
+ * and counts are checked against the bytes left before anything is allocated for them.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The generated classes, set once by protocol.produce_wire. */
+static PyObject *RequestCls, *TopicCls, *PartitionCls;
+static PyObject *ObjectNew; /* object.__new__ */
+
+/* Field names, interned once. */
+static PyObject *s_transactional_id, *s_acks, *s_timeout_ms, *s_topic_data, *s_name,
+    *s_partition_data, *s_index, *s_records, *s_responses, *s_partition_responses, *s_error_code,
+    *s_base_offset, *s_log_append_time_ms, *s_log_start_offset, *s_record_errors, *s_error_message,
+    *s_current_leader, *s_leader_id, *s_leader_epoch, *s_throttle_time_ms, *s_node_endpoints;
+
+#define FLEXIBLE_FROM 9
+#define MIN_VERSION 3
+#define MAX_VERSION 11
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Reading. Each reader returns 0, or -1 where the generated code would not take the plain path. */
+
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t len;
+    Py_ssize_t pos;
+} Reader;
+
+static int read_i16(Reader *r, int32_t *out) {
+    if (r->len - r->pos < 2) return -1;
+    const uint8_t *p = r->buf + r->pos;
+    *out = (int16_t)((p[0] << 8) | p[1]);
+    r->pos += 2;
+    return 0;
+}
+
+static int read_i32(Reader *r, int64_t *out) {
+    if (r->len - r->pos < 4) return -1;
+    const uint8_t *p = r->buf + r->pos;
+    *out = (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+    r->pos += 4;
+    return 0;
+}
+
+/* An unsigned varint of at most four bytes (below 2^28): longer ones, which only a hostile or odd
+ * client sends for a length, are left to the generated code and its Java semantics. */
+static int read_uvarint(Reader *r, int64_t *out) {
+    int64_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        if (r->pos >= r->len) return -1;
+        uint8_t b = r->buf[r->pos++];
+        v |= (int64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A length (strings, bytes, arrays) in the version's form: -1 for null. */
+static int read_length(Reader *r, int flexible, int wide, int64_t *out) {
+    if (flexible) {
+        int64_t n;
+        if (read_uvarint(r, &n) < 0) return -1;
+        *out = n - 1;
+        return 0;
+    }
+    if (wide) return read_i32(r, out);
+    int32_t n16;
+    if (read_i16(r, &n16) < 0) return -1;
+    *out = n16;
+    return 0;
+}
+
+/* The end of a struct in a flexible version: no tagged fields. */
+static int read_no_tags(Reader *r, int flexible) {
+    if (!flexible) return 0;
+    if (r->pos >= r->len || r->buf[r->pos] != 0) return -1;
+    r->pos++;
+    return 0;
+}
+
+/* A string of n bytes at the reader's position; NULL with no exception set where it is not UTF-8. */
+static PyObject *read_str(Reader *r, int64_t n) {
+    if (n > r->len - r->pos) return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->buf + r->pos, (Py_ssize_t)n, NULL);
+    if (s == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    r->pos += n;
+    return s;
+}
+
+static PyObject *bare(PyObject *cls) {
+    return PyObject_CallOneArg(ObjectNew, cls);
+}
+
+/* Set an attribute and drop the reference to the value; -1 (exception set) on failure. */
+static int put(PyObject *o, PyObject *name, PyObject *v) {
+    if (v == NULL) return -1;
+    int rc = PyObject_SetAttr(o, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The decoded request, or Py_None (a new reference) where the generated code must decide. */
+#define GIVE_UP() do { result = Py_None; Py_INCREF(Py_None); goto done; } while (0)
+#define FAIL() do { result = NULL; goto done; } while (0)
+
+static PyObject *decode_produce(PyObject *self, PyObject *args) {
+    PyObject *frame;
+    Py_ssize_t pos;
+    int version;
+    if (!PyArg_ParseTuple(args, "Oni", &frame, &pos, &version)) return NULL;
+    if (RequestCls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "protocol._produce_wire is not configured");
+        return NULL;
+    }
+    if (version < MIN_VERSION || version > MAX_VERSION || !PyMemoryView_Check(frame)) Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *req = NULL, *topics = NULL, *topic = NULL, *parts = NULL, *part = NULL;
+    Reader r = {view.buf, view.len, pos};
+    int flexible = version >= FLEXIBLE_FROM;
+    int64_t n, ntopics, nparts;
+    int32_t acks;
+    int64_t timeout;
+    if (pos < 0 || pos > view.len) GIVE_UP();
+
+    req = bare(RequestCls);
+    if (req == NULL) FAIL();
+    if (read_length(&r, flexible, 0, &n) < 0) GIVE_UP();
+    if (n < 0) {
+        Py_INCREF(Py_None);
+        if (put(req, s_transactional_id, Py_None) < 0) FAIL();
+    } else {
+        PyObject *s = read_str(&r, n);
+        if (s == NULL) {
+            if (PyErr_Occurred()) FAIL();
+            GIVE_UP();
+        }
+        if (put(req, s_transactional_id, s) < 0) FAIL();
+    }
+    if (read_i16(&r, &acks) < 0 || read_i32(&r, &timeout) < 0) GIVE_UP();
+    if (put(req, s_acks, PyLong_FromLong(acks)) < 0) FAIL();
+    if (put(req, s_timeout_ms, PyLong_FromLongLong(timeout)) < 0) FAIL();
+    if (read_length(&r, flexible, 1, &ntopics) < 0 || ntopics < 0 || ntopics > r.len - r.pos) GIVE_UP();
+    topics = PyList_New(0);
+    if (topics == NULL) FAIL();
+    for (int64_t t = 0; t < ntopics; t++) {
+        topic = bare(TopicCls);
+        if (topic == NULL) FAIL();
+        if (read_length(&r, flexible, 0, &n) < 0 || n < 0) GIVE_UP();
+        PyObject *name = read_str(&r, n);
+        if (name == NULL) {
+            if (PyErr_Occurred()) FAIL();
+            GIVE_UP();
+        }
+        if (put(topic, s_name, name) < 0) FAIL();
+        if (read_length(&r, flexible, 1, &nparts) < 0 || nparts < 0 || nparts > r.len - r.pos) GIVE_UP();
+        parts = PyList_New(0);
+        if (parts == NULL) FAIL();
+        for (int64_t i = 0; i < nparts; i++) {
+            int64_t index;
+            part = bare(PartitionCls);
+            if (part == NULL) FAIL();
+            if (read_i32(&r, &index) < 0) GIVE_UP();
+            if (put(part, s_index, PyLong_FromLongLong(index)) < 0) FAIL();
+            if (read_length(&r, flexible, 1, &n) < 0) GIVE_UP();
+            if (n < 0) {
+                Py_INCREF(Py_None);
+                if (put(part, s_records, Py_None) < 0) FAIL();
+            } else {
+                if (n > r.len - r.pos) GIVE_UP();
+                /* A view of the frame, as the generated code's buf[pos:end]: no copy. */
+                if (put(part, s_records, PySequence_GetSlice(frame, r.pos, r.pos + n)) < 0) FAIL();
+                r.pos += n;
+            }
+            if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+            if (PyList_Append(parts, part) < 0) FAIL();
+            Py_CLEAR(part);
+        }
+        if (PyObject_SetAttr(topic, s_partition_data, parts) < 0) FAIL();
+        Py_CLEAR(parts);
+        if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+        if (PyList_Append(topics, topic) < 0) FAIL();
+        Py_CLEAR(topic);
+    }
+    if (PyObject_SetAttr(req, s_topic_data, topics) < 0) FAIL();
+    if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+    result = Py_BuildValue("(On)", req, r.pos);
+done:
+    Py_XDECREF(part);
+    Py_XDECREF(parts);
+    Py_XDECREF(topic);
+    Py_XDECREF(topics);
+    Py_XDECREF(req);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Writing. */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Writer;
+
+static int grow(Writer *w, Py_ssize_t more) {
+    if (w->len + more <= w->cap) return 0;
+    Py_ssize_t cap = w->cap * 2;
+    if (cap < w->len + more) cap = w->len + more + 64;
+    char *b = PyMem_Realloc(w->buf, cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    w->buf = b;
+    w->cap = cap;
+    return 0;
+}
+
+static int put_be(Writer *w, uint64_t v, int size) {
+    if (grow(w, size) < 0) return -1;
+    for (int i = size - 1; i >= 0; i--) {
+        w->buf[w->len + i] = (char)(v & 0xff);
+        v >>= 8;
+    }
+    w->len += size;
+    return 0;
+}
+
+static int put_uvarint(Writer *w, uint64_t v) {
+    if (grow(w, 10) < 0) return -1;
+    while (v >= 0x80) {
+        w->buf[w->len++] = (char)((v & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    w->buf[w->len++] = (char)v;
+    return 0;
+}
+
+static int put_length(Writer *w, int flexible, int wide, Py_ssize_t n) {
+    if (flexible) return put_uvarint(w, (uint64_t)n + 1);
+    return put_be(w, (uint64_t)n, wide ? 4 : 2);
+}
+
+/* Outcomes of reading a field of the answer. */
+#define OK 0
+#define ERROR -1    /* an exception is set */
+#define UNCOMMON -2 /* the generated code decides */
+
+/* An int attribute within [lo, hi]; UNCOMMON for anything else. */
+static int get_int(PyObject *o, PyObject *name, int64_t lo, int64_t hi, int64_t *out) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return ERROR;
+    if (!PyLong_Check(v)) {
+        Py_DECREF(v);
+        return UNCOMMON;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return ERROR;
+    if (overflow || x < lo || x > hi) return UNCOMMON;
+    *out = x;
+    return OK;
+}
+
+#define CHECK(call) do { int _rc = (call); if (_rc != OK) { status = _rc; goto done; } } while (0)
+#define WRITE(call) do { if ((call) < 0) { status = ERROR; goto done; } } while (0)
+
+/* Whether attribute ``name`` is None, or an empty list: OK, else UNCOMMON. */
+static int expect_empty(PyObject *o, PyObject *name, int none_ok, int list_ok) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return ERROR;
+    int plain = (none_ok && v == Py_None) || (list_ok && PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0);
+    Py_DECREF(v);
+    return plain ? OK : UNCOMMON;
+}
+
+static int write_partition(Writer *w, PyObject *p, int version, int flexible) {
+    int status = OK;
+    int64_t index, error_code, base_offset, append_time, start_offset;
+    CHECK(get_int(p, s_index, INT32_MIN, INT32_MAX, &index));
+    CHECK(get_int(p, s_error_code, INT16_MIN, INT16_MAX, &error_code));
+    CHECK(get_int(p, s_base_offset, INT64_MIN, INT64_MAX, &base_offset));
+    CHECK(get_int(p, s_log_append_time_ms, INT64_MIN, INT64_MAX, &append_time));
+    if (version >= 5) CHECK(get_int(p, s_log_start_offset, INT64_MIN, INT64_MAX, &start_offset));
+    if (version >= 8) {
+        CHECK(expect_empty(p, s_record_errors, 0, 1));
+        CHECK(expect_empty(p, s_error_message, 1, 0));
+    }
+    if (version >= 10) {
+        /* The tagged CurrentLeader is written only when it differs from its default (-1, -1). */
+        PyObject *leader = PyObject_GetAttr(p, s_current_leader);
+        if (leader == NULL) return ERROR;
+        int64_t id, epoch;
+        int rc = get_int(leader, s_leader_id, -1, -1, &id);
+        if (rc == OK) rc = get_int(leader, s_leader_epoch, -1, -1, &epoch);
+        Py_DECREF(leader);
+        CHECK(rc);
+    }
+    WRITE(put_be(w, (uint64_t)index, 4));
+    WRITE(put_be(w, (uint64_t)error_code, 2));
+    WRITE(put_be(w, (uint64_t)base_offset, 8));
+    WRITE(put_be(w, (uint64_t)append_time, 8));
+    if (version >= 5) WRITE(put_be(w, (uint64_t)start_offset, 8));
+    if (version >= 8) {
+        WRITE(put_length(w, flexible, 1, 0)); /* no record errors */
+        WRITE(put_length(w, flexible, 0, -1)); /* no error message */
+    }
+    if (flexible) WRITE(put_uvarint(w, 0));
+done:
+    return status;
+}
+
+static int write_topic(Writer *w, PyObject *t, int version, int flexible) {
+    int status = OK;
+    PyObject *name = NULL, *parts = NULL;
+    name = PyObject_GetAttr(t, s_name);
+    if (name == NULL) return ERROR;
+    if (!PyUnicode_CheckExact(name)) {
+        status = UNCOMMON;
+        goto done;
+    }
+    Py_ssize_t nlen;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &nlen);
+    if (utf8 == NULL) {
+        PyErr_Clear(); /* lone surrogates: the generated code raises its own error */
+        status = UNCOMMON;
+        goto done;
+    }
+    if (!flexible && nlen > INT16_MAX) {
+        status = UNCOMMON;
+        goto done;
+    }
+    WRITE(put_length(w, flexible, 0, nlen));
+    WRITE(grow(w, nlen));
+    memcpy(w->buf + w->len, utf8, nlen);
+    w->len += nlen;
+    parts = PyObject_GetAttr(t, s_partition_responses);
+    if (parts == NULL) {
+        status = ERROR;
+        goto done;
+    }
+    if (!PyList_CheckExact(parts)) {
+        status = UNCOMMON;
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts);
+    WRITE(put_length(w, flexible, 1, n));
+    for (Py_ssize_t i = 0; i < n && status == OK; i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        Py_INCREF(p);
+        status = write_partition(w, p, version, flexible);
+        Py_DECREF(p);
+        if (n != PyList_GET_SIZE(parts) && status == OK) status = UNCOMMON; /* changed underneath */
+    }
+    if (status == OK && flexible) WRITE(put_uvarint(w, 0));
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(parts);
+    return status;
+}
+
+/* The whole response frame (size prefix and header included) as bytes, or None. */
+static PyObject *encode_produce_response(PyObject *self, PyObject *args) {
+    int version;
+    long correlation_id;
+    PyObject *body;
+    if (!PyArg_ParseTuple(args, "ilO", &version, &correlation_id, &body)) return NULL;
+    if (s_responses == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "protocol._produce_wire is not configured");
+        return NULL;
+    }
+    if (version < MIN_VERSION || version > MAX_VERSION) Py_RETURN_NONE;
+    int flexible = version >= FLEXIBLE_FROM;
+    int status = OK;
+    PyObject *topics = NULL, *result = NULL;
+    int64_t throttle;
+    Writer w = {PyMem_Malloc(256), 0, 256};
+    if (w.buf == NULL) return PyErr_NoMemory();
+    WRITE(put_be(&w, 0, 4)); /* size, below */
+    WRITE(put_be(&w, (uint64_t)(int64_t)correlation_id, 4));
+    if (flexible) WRITE(put_uvarint(&w, 0)); /* response header v1: no tagged fields */
+    CHECK(get_int(body, s_throttle_time_ms, INT32_MIN, INT32_MAX, &throttle));
+    if (version >= 10) CHECK(expect_empty(body, s_node_endpoints, 0, 1));
+    topics = PyObject_GetAttr(body, s_responses);
+    if (topics == NULL) {
+        status = ERROR;
+        goto done;
+    }
+    if (!PyList_CheckExact(topics)) {
+        status = UNCOMMON;
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(topics);
+    WRITE(put_length(&w, flexible, 1, n));
+    for (Py_ssize_t i = 0; i < n && status == OK; i++) {
+        PyObject *t = PyList_GET_ITEM(topics, i);
+        Py_INCREF(t);
+        status = write_topic(&w, t, version, flexible);
+        Py_DECREF(t);
+        if (n != PyList_GET_SIZE(topics) && status == OK) status = UNCOMMON;
+    }
+    if (status != OK) goto done;
+    WRITE(put_be(&w, (uint64_t)throttle, 4));
+    if (flexible) WRITE(put_uvarint(&w, 0));
+    if (w.len - 4 > INT32_MAX) {
+        status = UNCOMMON;
+        goto done;
+    }
+    {
+        uint64_t size = (uint64_t)(w.len - 4);
+        for (int i = 3; i >= 0; i--) {
+            w.buf[i] = (char)(size & 0xff);
+            size >>= 8;
+        }
+    }
+    result = PyBytes_FromStringAndSize(w.buf, w.len);
+    if (result == NULL) status = ERROR;
+done:
+    Py_XDECREF(topics);
+    PyMem_Free(w.buf);
+    if (status == ERROR) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    if (status == UNCOMMON) Py_RETURN_NONE;
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *req, *topic, *part;
+    if (!PyArg_ParseTuple(args, "OOO", &req, &topic, &part)) return NULL;
+    Py_INCREF(req);
+    Py_INCREF(topic);
+    Py_INCREF(part);
+    Py_XSETREF(RequestCls, req);
+    Py_XSETREF(TopicCls, topic);
+    Py_XSETREF(PartitionCls, part);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(request_cls, topic_cls, partition_cls): the generated classes."},
+    {"decode_produce", decode_produce, METH_VARARGS,
+     "decode_produce(frame, pos, version) -> (ProduceRequest, end) or None (the generated decoder decides)."},
+    {"encode_produce_response", encode_produce_response, METH_VARARGS,
+     "encode_produce_response(version, correlation_id, body) -> the whole frame as bytes, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_produce_wire", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__produce_wire(void) {
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {
+        {&s_transactional_id, "transactional_id"}, {&s_acks, "acks"}, {&s_timeout_ms, "timeout_ms"},
+        {&s_topic_data, "topic_data"}, {&s_name, "name"},
+        {&s_partition_data, "partition_data"}, {&s_index, "index"}, {&s_records, "records"},
+        {&s_responses, "responses"}, {&s_partition_responses, "partition_responses"},
+        {&s_error_code, "error_code"}, {&s_base_offset, "base_offset"},
+        {&s_log_append_time_ms, "log_append_time_ms"}, {&s_log_start_offset, "log_start_offset"},
+        {&s_record_errors, "record_errors"}, {&s_error_message, "error_message"},
+        {&s_current_leader, "current_leader"}, {&s_leader_id, "leader_id"},
+        {&s_leader_epoch, "leader_epoch"}, {&s_throttle_time_ms, "throttle_time_ms"},
+        {&s_node_endpoints, "node_endpoints"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) return NULL;
+    }
+    PyObject *builtins = PyEval_GetBuiltins(); /* borrowed */
+    PyObject *object = builtins ? PyDict_GetItemString(builtins, "object") : NULL;
+    if (object == NULL) {
+        PyErr_SetString(PyExc_ImportError, "no builtins.object");
+        return NULL;
+    }
+    ObjectNew = PyObject_GetAttrString(object, "__new__");
+    if (ObjectNew == NULL) return NULL;
+    return PyModule_Create(&module);
+}
