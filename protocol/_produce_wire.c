@@ -134,6 +134,9 @@ static PyObject *decode_produce(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (version < MIN_VERSION || version > MAX_VERSION || !PyMemoryView_Check(frame)) Py_RETURN_NONE;
+    /* Slices of the view must be byte ranges of the buffer read here: a view of bytes, in one piece. */
+    Py_buffer *shape = PyMemoryView_GET_BUFFER(frame);
+    if (shape->itemsize != 1 || shape->ndim != 1 || !PyBuffer_IsContiguous(shape, 'C')) Py_RETURN_NONE;
     Py_buffer view;
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *result = NULL, *req = NULL, *topics = NULL, *topic = NULL, *parts = NULL, *part = NULL;

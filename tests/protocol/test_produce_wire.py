@@ -201,3 +201,14 @@ def test_a_topic_name_that_is_not_text_is_left_to_the_generated_encoder() -> Non
     assert produce_wire.encode_produce_response(11, 1, body) is None
     body.responses[0].name = "\ud800"  # a lone surrogate: not encodable as UTF-8
     assert produce_wire.encode_produce_response(11, 1, body) is None
+
+
+def test_views_that_are_not_plain_bytes_are_left_to_the_generated_decoder() -> None:
+    body = REQUEST(transactional_id=None, acks=1, timeout_ms=1, topic_data=[
+        REQUEST.TopicProduceData(name="t", partition_data=[REQUEST.PartitionProduceData(index=0, records=b"ab")])])
+    frame = request_frame(body, 9, prefix=b"")
+    frame += bytes(-len(frame) % 4)
+    assert produce_wire.decode_produce(memoryview(frame).cast("I"), 0, 9) is None  # items of 4 bytes
+    doubled = bytearray(b"".join(bytes([b, 0]) for b in frame))
+    assert produce_wire.decode_produce(memoryview(doubled)[::2], 0, 9) is None  # strided
+    assert produce_wire.decode_produce(memoryview(frame), 0, 9) is not None
