@@ -1,12 +1,13 @@
 """The compiled part of the build: everything else is declared in pyproject.toml.
 
-``protocol._record_scan`` and ``protocol._produce_wire`` are optional: where no C compiler or Python headers are present (the slim
-container image), the install goes on without it and ``protocol.record_scan`` uses its pure-Python scanner (``protocol.produce_wire``: the generated codec).
+``protocol._record_scan`` and ``protocol._wire`` are optional: where no C compiler or Python headers are
+present (the slim container image), the install goes on without them; ``protocol.record_scan`` then uses its
+pure-Python scanner and ``protocol.compiled_wire`` the generated codec.
 """
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("protocol._record_scan", ["protocol/_record_scan.c"], optional=True),
-    Extension("protocol._produce_wire", ["protocol/_produce_wire.c"], optional=True),
+    Extension("protocol._wire", ["protocol/_wire.c"], optional=True),
 ])

@@ -42,6 +42,7 @@ from broker.quota.mutation import (
     current_mutation_quota,
 )
 from protocol.api_versions import ApiKey
+from protocol.compiled_wire import decode_produce, encode_fetch_response, encode_produce_response
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
 from protocol.messages import (
@@ -53,7 +54,6 @@ from protocol.messages import (
     request_type,
     unsupported_api_versions_response,
 )
-from protocol.produce_wire import decode_produce, encode_produce_response
 from protocol.schema import FileRegion, FileRegions, Struct
 
 if TYPE_CHECKING:
@@ -153,7 +153,11 @@ class KafkaApis:
             return None  # acks=0 produce
         if parts is not None:
             return parts
-        if hdr.api_key == ApiKey.PRODUCE:
+        if hdr.api_key == ApiKey.FETCH:
+            compiled = encode_fetch_response(hdr.api_version, hdr.correlation_id, body)
+            if compiled is not None:
+                return compiled
+        elif hdr.api_key == ApiKey.PRODUCE:
             frame = encode_produce_response(hdr.api_version, hdr.correlation_id, body)
             if frame is not None:
                 return [frame]

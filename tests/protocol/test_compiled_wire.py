@@ -1,5 +1,5 @@
-"""The compiled Produce codec against the generated one: the same request and the same answer bytes,
-or None where the generated codec must decide (and then it does, with its own errors)."""
+"""The compiled codec against the generated one: the same produce request, the same produce and fetch
+answers, or None where the generated codec must decide (and then it does, with its own errors)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.kafka_apis import KafkaApis
-from protocol import produce_wire
+from protocol import compiled_wire
 from protocol.exceptions import ProtocolError
 from protocol.messages import encode_response, request_type, response_type
-from protocol.schema import Output
+from protocol.schema import SPLICE_MIN, FileRegion, FileRegions, Output
 
 REQUEST = request_type(0)
 RESPONSE = response_type(0)
@@ -35,7 +35,7 @@ requests = st.builds(lambda tid, acks, timeout, ts: REQUEST(transactional_id=tid
 
 def test_the_compiled_codec_is_built() -> None:
     # `make install` builds it (setup.py); without it every test here would compare None with nothing.
-    assert produce_wire.COMPILED
+    assert compiled_wire.COMPILED
 
 
 def request_frame(body: Any, version: int, prefix: bytes = b"\x07junk", trailer: bytes = b"") -> bytearray:
@@ -53,7 +53,7 @@ def python_decode(frame: bytearray, pos: int, version: int) -> tuple[Any, int] |
 
 def agree(frame: bytearray, pos: int, version: int) -> Any:
     """The compiled decoder gives the generated decoder's answer, or None; returns its answer."""
-    compiled = produce_wire.decode_produce(memoryview(frame), pos, version)
+    compiled = compiled_wire.decode_produce(memoryview(frame), pos, version)
     expected = python_decode(frame, pos, version)
     if compiled is not None:
         assert not isinstance(expected, Exception), f"compiled decoded what the generated decoder refuses: {expected!r}"
@@ -104,7 +104,7 @@ def test_a_tagged_field_goes_to_the_generated_decoder() -> None:
     frame = request_frame(body, 9, prefix=b"")
     # The request's own tagged fields: one unknown tag (1) of two bytes, which Kafka skips.
     tagged = frame[:-1] + bytearray([1, 1, 2, 0xAB, 0xCD])
-    assert produce_wire.decode_produce(memoryview(tagged), 0, 9) is None
+    assert compiled_wire.decode_produce(memoryview(tagged), 0, 9) is None
     decoded, _ = REQUEST.decode(memoryview(tagged), 9)
     assert decoded == REQUEST.decode(memoryview(frame), 9)[0]
 
@@ -114,8 +114,8 @@ def test_versions_outside_the_compiled_range_are_left_alone() -> None:
     for version in (0, 1, 2):
         out = Output()
         REQUEST.encode_into(body, version, out)
-        assert produce_wire.decode_produce(memoryview(bytearray(b"".join(bytes(p) for p in out.parts()))), 0, version) is None
-    assert produce_wire.decode_produce(memoryview(bytearray(8)), 0, 12) is None
+        assert compiled_wire.decode_produce(memoryview(bytearray(b"".join(bytes(p) for p in out.parts()))), 0, version) is None
+    assert compiled_wire.decode_produce(memoryview(bytearray(8)), 0, 12) is None
 
 
 def test_broker_decode_uses_it_and_refuses_alike() -> None:
@@ -151,7 +151,7 @@ def python_answer(version: int, correlation_id: int, body: Any) -> bytes:
 @given(answers, st.sampled_from(VERSIONS), st.integers(-2**31, 2**31 - 1))
 @settings(max_examples=300, deadline=None)
 def test_common_answers_encode_alike(body: Any, version: int, correlation_id: int) -> None:
-    assert produce_wire.encode_produce_response(version, correlation_id, body) == python_answer(
+    assert compiled_wire.encode_produce_response(version, correlation_id, body) == python_answer(
         version, correlation_id, body)
 
 
@@ -177,7 +177,7 @@ def test_uncommon_answers_are_left_to_the_generated_encoder(version: int) -> Non
     for what, change in changes.items():
         body = _answer()
         change(body)
-        compiled = produce_wire.encode_produce_response(version, 1, body)
+        compiled = compiled_wire.encode_produce_response(version, 1, body)
         if version >= carried[what]:
             assert compiled is None, what
         else:
@@ -190,7 +190,7 @@ def test_uncommon_answers_are_left_to_the_generated_encoder(version: int) -> Non
 def test_values_outside_their_wire_type_are_left_to_the_generated_encoder(field: str, value: Any) -> None:
     body = _answer()
     setattr(body.responses[0].partition_responses[0], field, value)
-    assert produce_wire.encode_produce_response(11, 1, body) is None
+    assert compiled_wire.encode_produce_response(11, 1, body) is None
     with pytest.raises((struct.error, TypeError)):
         python_answer(11, 1, body)
 
@@ -198,9 +198,9 @@ def test_values_outside_their_wire_type_are_left_to_the_generated_encoder(field:
 def test_a_topic_name_that_is_not_text_is_left_to_the_generated_encoder() -> None:
     body = _answer()
     body.responses[0].name = None
-    assert produce_wire.encode_produce_response(11, 1, body) is None
+    assert compiled_wire.encode_produce_response(11, 1, body) is None
     body.responses[0].name = "\ud800"  # a lone surrogate: not encodable as UTF-8
-    assert produce_wire.encode_produce_response(11, 1, body) is None
+    assert compiled_wire.encode_produce_response(11, 1, body) is None
 
 
 def test_views_that_are_not_plain_bytes_are_left_to_the_generated_decoder() -> None:
@@ -208,7 +208,111 @@ def test_views_that_are_not_plain_bytes_are_left_to_the_generated_decoder() -> N
         REQUEST.TopicProduceData(name="t", partition_data=[REQUEST.PartitionProduceData(index=0, records=b"ab")])])
     frame = request_frame(body, 9, prefix=b"")
     frame += bytes(-len(frame) % 4)
-    assert produce_wire.decode_produce(memoryview(frame).cast("I"), 0, 9) is None  # items of 4 bytes
+    assert compiled_wire.decode_produce(memoryview(frame).cast("I"), 0, 9) is None  # items of 4 bytes
     doubled = bytearray(b"".join(bytes([b, 0]) for b in frame))
-    assert produce_wire.decode_produce(memoryview(doubled)[::2], 0, 9) is None  # strided
-    assert produce_wire.decode_produce(memoryview(frame), 0, 9) is not None
+    assert compiled_wire.decode_produce(memoryview(doubled)[::2], 0, 9) is None  # strided
+    assert compiled_wire.decode_produce(memoryview(frame), 0, 9) is not None
+
+
+# -- fetch answers -----------------------------------------------------------------------------------
+
+FETCH = response_type(1)
+FETCH_VERSIONS = range(4, 18)
+
+record_sets = st.one_of(
+    st.none(),
+    st.binary(max_size=64),
+    st.binary(min_size=SPLICE_MIN, max_size=SPLICE_MIN + 64),  # spliced, not copied
+    st.binary(max_size=SPLICE_MIN + 64).map(lambda b: memoryview(bytearray(b))),
+    st.lists(st.one_of(st.builds(FileRegion, st.integers(0, 1000), st.integers(0, 2**40), st.integers(0, 2**20)),
+                       st.binary(max_size=32)), max_size=3).map(FileRegions),
+)
+aborted = st.one_of(st.none(), st.lists(st.builds(lambda p, f: FETCH.AbortedTransaction(producer_id=p, first_offset=f),
+                                                  i64, i64), max_size=3))
+fetch_partitions = st.builds(
+    lambda i, e, hw, lso, lss, ab, prr, r: FETCH.PartitionData(
+        partition_index=i, error_code=e, high_watermark=hw, last_stable_offset=lso, log_start_offset=lss,
+        aborted_transactions=ab, preferred_read_replica=prr, records=r),
+    st.integers(-2**31, 2**31 - 1), st.integers(-2**15, 2**15 - 1), i64, i64, i64, aborted,
+    st.integers(-2**31, 2**31 - 1), record_sets)
+fetch_topics = st.builds(lambda n, tid, ps: FETCH.FetchableTopicResponse(topic=n, topic_id=tid, partitions=ps),
+                         names, st.one_of(st.none(), st.uuids()), st.lists(fetch_partitions, max_size=3))
+fetch_answers = st.builds(lambda t, e, s, ts: FETCH(throttle_time_ms=t, error_code=e, session_id=s, responses=ts),
+                          st.integers(-2**31, 2**31 - 1), st.integers(-2**15, 2**15 - 1),
+                          st.integers(-2**31, 2**31 - 1), st.lists(fetch_topics, max_size=3))
+
+
+def comparable(parts: list[Any]) -> list[Any]:
+    """Parts as bytes, file regions as themselves: what the connection writes, in order."""
+    return [p if isinstance(p, FileRegion) else bytes(p) for p in parts]
+
+
+@given(fetch_answers, st.sampled_from(FETCH_VERSIONS), st.integers(-2**31, 2**31 - 1))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_common_fetch_answers_encode_alike(body: Any, version: int, correlation_id: int) -> None:
+    compiled = compiled_wire.encode_fetch_response(version, correlation_id, body)
+    assert compiled is not None
+    expected = encode_response(1, version, correlation_id, body)
+    assert comparable(compiled) == comparable(expected)
+    # The size prefix counts the spliced record sets, which are handed over as they are (not copied).
+    size = sum(p.length if isinstance(p, FileRegion) else len(p) for p in compiled)
+    assert struct.unpack(">i", bytes(compiled[0][:4]))[0] == size - 4
+    # The same record sets go out as they are, neither copied nor split, in the same places.
+    ids = set()
+    for topic in body.responses:
+        for p in topic.partitions:
+            r = p.records
+            if isinstance(r, FileRegions):
+                ids.update(id(c) for c in r)
+            elif r is not None and len(r) >= SPLICE_MIN:
+                ids.add(id(r))
+    assert [id(p) for p in compiled if id(p) in ids] == [id(p) for p in expected if id(p) in ids]
+
+
+def _fetch_answer() -> Any:
+    return FETCH(throttle_time_ms=0, error_code=0, session_id=1, responses=[FETCH.FetchableTopicResponse(
+        topic="t", partitions=[FETCH.PartitionData(partition_index=0, high_watermark=5, records=b"x")])])
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_uncommon_fetch_answers_are_left_to_the_generated_encoder(version: int) -> None:
+    def part(body: Any) -> Any:
+        return body.responses[0].partitions[0]
+
+    changes = {
+        "diverging epoch": lambda b: setattr(part(b), "diverging_epoch", FETCH.EpochEndOffset(epoch=3, end_offset=10)),
+        "current leader": lambda b: setattr(part(b).current_leader, "leader_epoch", 4),
+        "snapshot id": lambda b: setattr(part(b), "snapshot_id", FETCH.SnapshotId(end_offset=1, epoch=2)),
+        "node endpoints": lambda b: setattr(b, "node_endpoints", [
+            FETCH.NodeEndpoint(node_id=2, host="h", port=1, rack=None)]),
+    }
+    carried = {"diverging epoch": 12, "current leader": 12, "snapshot id": 12, "node endpoints": 16}
+    for what, change in changes.items():
+        body = _fetch_answer()
+        change(body)
+        compiled = compiled_wire.encode_fetch_response(version, 1, body)
+        if version >= carried[what]:
+            assert compiled is None, what
+        else:
+            assert compiled is not None and comparable(compiled) == comparable(
+                encode_response(1, version, 1, body)), what
+
+
+@pytest.mark.parametrize("change", [
+    lambda b: setattr(b.responses[0].partitions[0], "high_watermark", 2**63),
+    lambda b: setattr(b.responses[0].partitions[0], "error_code", 2**15),
+    lambda b: setattr(b.responses[0].partitions[0], "records", "text"),
+    lambda b: setattr(b.responses[0].partitions[0], "records", memoryview(bytearray(8))[::2]),
+    lambda b: setattr(b.responses[0].partitions[0], "aborted_transactions", ()),
+    lambda b: setattr(b, "session_id", None),
+], ids=["hw", "error code", "records as text", "strided records", "aborted as tuple", "session id"])
+def test_fetch_values_outside_the_common_shape_are_left_to_the_generated_encoder(change: Any) -> None:
+    body = _fetch_answer()
+    change(body)
+    assert compiled_wire.encode_fetch_response(11, 1, body) is None
+    assert compiled_wire.encode_fetch_response(16, 1, body) is None
+
+
+def test_versions_outside_the_compiled_fetch_range_are_left_alone() -> None:
+    for version in (0, 1, 2, 3, 18):
+        assert compiled_wire.encode_fetch_response(version, 1, _fetch_answer()) is None

@@ -1,13 +1,14 @@
 /*
- * The compiled twin of the generated Produce codec (protocol/schema.py) for the request's common
- * shape and the response's, versions 3 to 11: the two ends of every produce request, which in Python
- * cost about as much as the rest of the request's framing.
+ * The compiled twin of the generated codec (protocol/schema.py) for the broker's busiest messages in
+ * their common shapes: produce requests and their answers (versions 3 to 11) and fetch answers
+ * (versions 4 to 17). In Python these cost about as much as the rest of a request's framing.
  *
- * Both functions only ever give the answer the generated code gives, or None. A decode gives None
+ * Every function only ever gives the answer the generated code gives, or None. A decode gives None
  * for anything but a well-formed request without tagged fields; an encode gives None for any field
- * outside the common answer (record errors, an error message, a current leader, node endpoints, a
- * value out of its wire type's range). The caller then runs the generated code, so every refusal
- * keeps its message. tests/protocol/test_produce_wire.py holds the two codecs to each other.
+ * outside the common answer (record errors, an error message, a leader hint, a diverging epoch, a
+ * snapshot id, node endpoints, a value out of its wire type's range). The caller then runs the
+ * generated code, so every refusal keeps its message. tests/protocol/test_compiled_wire.py holds the
+ * two codecs to each other.
  *
  * The request's bytes are hostile: every read is checked against the frame's length, and lengths
  * and counts are checked against the bytes left before anything is allocated for them.
@@ -18,12 +19,12 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The generated classes, set once by protocol.produce_wire. */
+/* The generated classes, set once by protocol.compiled_wire. */
 static PyObject *RequestCls, *TopicCls, *PartitionCls;
 static PyObject *ObjectNew; /* object.__new__ */
 
 /* Field names, interned once. */
-static PyObject *s_transactional_id, *s_acks, *s_timeout_ms, *s_topic_data, *s_name,
+static PyObject *s_transactional_id, *s_acks, *s_timeout_ms, *s_topic_data, *s_name, *s_topic_id,
     *s_partition_data, *s_index, *s_records, *s_responses, *s_partition_responses, *s_error_code,
     *s_base_offset, *s_log_append_time_ms, *s_log_start_offset, *s_record_errors, *s_error_message,
     *s_current_leader, *s_leader_id, *s_leader_epoch, *s_throttle_time_ms, *s_node_endpoints;
@@ -130,7 +131,7 @@ static PyObject *decode_produce(PyObject *self, PyObject *args) {
     int version;
     if (!PyArg_ParseTuple(args, "Oni", &frame, &pos, &version)) return NULL;
     if (RequestCls == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "protocol._produce_wire is not configured");
+        PyErr_SetString(PyExc_RuntimeError, "protocol._wire is not configured");
         return NULL;
     }
     if (version < MIN_VERSION || version > MAX_VERSION || !PyMemoryView_Check(frame)) Py_RETURN_NONE;
@@ -392,7 +393,7 @@ static PyObject *encode_produce_response(PyObject *self, PyObject *args) {
     PyObject *body;
     if (!PyArg_ParseTuple(args, "ilO", &version, &correlation_id, &body)) return NULL;
     if (s_responses == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "protocol._produce_wire is not configured");
+        PyErr_SetString(PyExc_RuntimeError, "protocol._wire is not configured");
         return NULL;
     }
     if (version < MIN_VERSION || version > MAX_VERSION) Py_RETURN_NONE;
@@ -453,10 +454,372 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Fetch answers, versions 4 to 17: the same bytes and the same parts as the generated encoder, whose
+ * Output splices record sets (file regions, big in-memory ones) into the frame instead of copying them. */
+
+#define FETCH_MIN_VERSION 4
+#define FETCH_MAX_VERSION 17
+#define FETCH_FLEXIBLE_FROM 12
+#define SPLICE_MIN 4096 /* protocol.schema.SPLICE_MIN */
+
+static PyObject *FileRegionsCls; /* protocol.schema.FileRegions */
+
+static PyObject *s_session_id, *s_topic, *s_partitions, *s_partition_index, *s_high_watermark,
+    *s_last_stable_offset, *s_aborted_transactions, *s_preferred_read_replica, *s_diverging_epoch,
+    *s_snapshot_id, *s_epoch, *s_end_offset, *s_producer_id, *s_first_offset, *s_size, *s_bytes;
+
+typedef struct {
+    Writer w;
+    PyObject *splices; /* list of (offset in w, chunks) */
+    int64_t spliced;   /* their bytes, which the size prefix counts */
+} Frame;
+
+/* A tagged struct of two int fields: OK when it is None or holds its defaults (-1, -1), which the
+ * generated encoder leaves out; UNCOMMON otherwise. */
+static int expect_default_pair(PyObject *o, PyObject *name, PyObject *a, PyObject *b) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return ERROR;
+    if (v == Py_None) {
+        Py_DECREF(v);
+        return OK;
+    }
+    int64_t x, y;
+    int rc = get_int(v, a, -1, -1, &x);
+    if (rc == OK) rc = get_int(v, b, -1, -1, &y);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int splice(Frame *f, PyObject *chunks, Py_ssize_t size) {
+    f->spliced += size;
+    PyObject *entry = Py_BuildValue("(nO)", f->w.len, chunks);
+    if (entry == NULL) return -1;
+    int rc = PyList_Append(f->splices, entry);
+    Py_DECREF(entry);
+    return rc;
+}
+
+static int write_records(Frame *f, PyObject *records, int flexible) {
+    Writer *w = &f->w;
+    if (records == Py_None) {
+        if (flexible) return put_uvarint(w, 0) < 0 ? ERROR : OK;
+        return put_be(w, 0xffffffffu, 4) < 0 ? ERROR : OK;
+    }
+    if (Py_IS_TYPE(records, (PyTypeObject *)FileRegionsCls)) {
+        PyObject *size = PyObject_GetAttr(records, s_size);
+        if (size == NULL) return ERROR;
+        Py_ssize_t n = PyLong_AsSsize_t(size);
+        Py_DECREF(size);
+        if (n == -1 && PyErr_Occurred()) return ERROR;
+        if (n < 0 || (!flexible && n > INT32_MAX)) return UNCOMMON;
+        if ((flexible ? put_uvarint(w, (uint64_t)n + 1) : put_be(w, (uint64_t)n, 4)) < 0) return ERROR;
+        return splice(f, records, n) < 0 ? ERROR : OK;
+    }
+    if (!(PyBytes_CheckExact(records) || PyByteArray_CheckExact(records) || PyMemoryView_Check(records)))
+        return UNCOMMON;
+    Py_buffer view;
+    if (PyObject_GetBuffer(records, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear(); /* a view the generated encoder must judge (not contiguous bytes) */
+        return UNCOMMON;
+    }
+    int status = OK;
+    Py_ssize_t n = view.len;
+    if (!flexible && n > INT32_MAX) {
+        status = UNCOMMON;
+    } else if ((flexible ? put_uvarint(w, (uint64_t)n + 1) : put_be(w, (uint64_t)n, 4)) < 0) {
+        status = ERROR;
+    } else if (n >= SPLICE_MIN) {
+        PyObject *chunks = PyTuple_Pack(1, records);
+        if (chunks == NULL || splice(f, chunks, n) < 0) status = ERROR;
+        Py_XDECREF(chunks);
+    } else if (grow(w, n) < 0) {
+        status = ERROR;
+    } else {
+        memcpy(w->buf + w->len, view.buf, n);
+        w->len += n;
+    }
+    PyBuffer_Release(&view);
+    return status;
+}
+
+static int write_aborted(Writer *w, PyObject *p, int flexible) {
+    PyObject *txns = PyObject_GetAttr(p, s_aborted_transactions);
+    if (txns == NULL) return ERROR;
+    int status = OK;
+    if (txns == Py_None) {
+        WRITE(put_length(w, flexible, 1, -1));
+        goto done;
+    }
+    if (!PyList_CheckExact(txns)) {
+        status = UNCOMMON;
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(txns);
+    WRITE(put_length(w, flexible, 1, n));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(txns, i);
+        int64_t producer_id, first_offset;
+        Py_INCREF(t);
+        int rc = get_int(t, s_producer_id, INT64_MIN, INT64_MAX, &producer_id);
+        if (rc == OK) rc = get_int(t, s_first_offset, INT64_MIN, INT64_MAX, &first_offset);
+        Py_DECREF(t);
+        CHECK(rc);
+        if (n != PyList_GET_SIZE(txns)) {
+            status = UNCOMMON;
+            goto done;
+        }
+        WRITE(put_be(w, (uint64_t)producer_id, 8));
+        WRITE(put_be(w, (uint64_t)first_offset, 8));
+        if (flexible) WRITE(put_uvarint(w, 0));
+    }
+done:
+    Py_DECREF(txns);
+    return status;
+}
+
+static int write_fetch_partition(Frame *f, PyObject *p, int version, int flexible) {
+    Writer *w = &f->w;
+    int status = OK;
+    PyObject *records = NULL;
+    int64_t index, error_code, hw, lso = 0, log_start = 0, preferred = 0;
+    CHECK(get_int(p, s_partition_index, INT32_MIN, INT32_MAX, &index));
+    CHECK(get_int(p, s_error_code, INT16_MIN, INT16_MAX, &error_code));
+    CHECK(get_int(p, s_high_watermark, INT64_MIN, INT64_MAX, &hw));
+    CHECK(get_int(p, s_last_stable_offset, INT64_MIN, INT64_MAX, &lso));
+    if (version >= 5) CHECK(get_int(p, s_log_start_offset, INT64_MIN, INT64_MAX, &log_start));
+    if (version >= 11) CHECK(get_int(p, s_preferred_read_replica, INT32_MIN, INT32_MAX, &preferred));
+    if (flexible) {
+        CHECK(expect_default_pair(p, s_diverging_epoch, s_epoch, s_end_offset));
+        CHECK(expect_default_pair(p, s_current_leader, s_leader_id, s_leader_epoch));
+        CHECK(expect_default_pair(p, s_snapshot_id, s_end_offset, s_epoch));
+    }
+    WRITE(put_be(w, (uint64_t)index, 4));
+    WRITE(put_be(w, (uint64_t)error_code, 2));
+    WRITE(put_be(w, (uint64_t)hw, 8));
+    WRITE(put_be(w, (uint64_t)lso, 8));
+    if (version >= 5) WRITE(put_be(w, (uint64_t)log_start, 8));
+    CHECK(write_aborted(w, p, flexible));
+    if (version >= 11) WRITE(put_be(w, (uint64_t)preferred, 4));
+    records = PyObject_GetAttr(p, s_records);
+    if (records == NULL) {
+        status = ERROR;
+        goto done;
+    }
+    CHECK(write_records(f, records, flexible));
+    if (flexible) WRITE(put_uvarint(w, 0));
+done:
+    Py_XDECREF(records);
+    return status;
+}
+
+static int write_fetch_topic(Frame *f, PyObject *t, int version, int flexible) {
+    Writer *w = &f->w;
+    int status = OK;
+    PyObject *name = NULL, *parts = NULL;
+    if (version <= 12) {
+        name = PyObject_GetAttr(t, s_topic);
+        if (name == NULL) return ERROR;
+        if (!PyUnicode_CheckExact(name)) {
+            status = UNCOMMON;
+            goto done;
+        }
+        Py_ssize_t nlen;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(name, &nlen);
+        if (utf8 == NULL) {
+            PyErr_Clear();
+            status = UNCOMMON;
+            goto done;
+        }
+        if (!flexible && nlen > INT16_MAX) {
+            status = UNCOMMON;
+            goto done;
+        }
+        WRITE(put_length(w, flexible, 0, nlen));
+        WRITE(grow(w, nlen));
+        memcpy(w->buf + w->len, utf8, nlen);
+        w->len += nlen;
+    } else {
+        name = PyObject_GetAttr(t, s_topic_id);
+        if (name == NULL) return ERROR;
+        WRITE(grow(w, 16));
+        if (name == Py_None) {
+            memset(w->buf + w->len, 0, 16); /* the generated encoder's ZERO_UUID */
+        } else {
+            PyObject *raw = PyObject_GetAttr(name, s_bytes);
+            if (raw == NULL) {
+                PyErr_Clear();
+                status = UNCOMMON;
+                goto done;
+            }
+            if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 16) {
+                Py_DECREF(raw);
+                status = UNCOMMON;
+                goto done;
+            }
+            memcpy(w->buf + w->len, PyBytes_AS_STRING(raw), 16);
+            Py_DECREF(raw);
+        }
+        w->len += 16;
+    }
+    parts = PyObject_GetAttr(t, s_partitions);
+    if (parts == NULL) {
+        status = ERROR;
+        goto done;
+    }
+    if (!PyList_CheckExact(parts)) {
+        status = UNCOMMON;
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts);
+    WRITE(put_length(w, flexible, 1, n));
+    for (Py_ssize_t i = 0; i < n && status == OK; i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        Py_INCREF(p);
+        status = write_fetch_partition(f, p, version, flexible);
+        Py_DECREF(p);
+        if (n != PyList_GET_SIZE(parts) && status == OK) status = UNCOMMON;
+    }
+    if (status == OK && flexible) WRITE(put_uvarint(w, 0));
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(parts);
+    return status;
+}
+
+/* The parts of the frame in wire order: bytes, with the spliced chunks between them. */
+static PyObject *fetch_parts(Frame *f) {
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Py_ssize_t last = 0, n = PyList_GET_SIZE(f->splices);
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        Py_ssize_t at = f->w.len;
+        PyObject *chunks = NULL;
+        if (i < n) {
+            PyObject *entry = PyList_GET_ITEM(f->splices, i);
+            at = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+            chunks = PyTuple_GET_ITEM(entry, 1);
+        }
+        if (at > last) {
+            PyObject *b = PyBytes_FromStringAndSize(f->w.buf + last, at - last);
+            if (b == NULL || PyList_Append(out, b) < 0) {
+                Py_XDECREF(b);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(b);
+        }
+        if (chunks != NULL) {
+            PyObject *items = PySequence_Fast(chunks, "spliced chunks");
+            if (items == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(items); j++) {
+                if (PyList_Append(out, PySequence_Fast_GET_ITEM(items, j)) < 0) {
+                    Py_DECREF(items);
+                    Py_DECREF(out);
+                    return NULL;
+                }
+            }
+            Py_DECREF(items);
+        }
+        last = at;
+    }
+    return out;
+}
+
+/* The whole answer (size prefix and header included) as a list of parts, or None. */
+static PyObject *encode_fetch_response(PyObject *self, PyObject *args) {
+    int version;
+    long correlation_id;
+    PyObject *body;
+    if (!PyArg_ParseTuple(args, "ilO", &version, &correlation_id, &body)) return NULL;
+    if (FileRegionsCls == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "protocol._wire is not configured");
+        return NULL;
+    }
+    if (version < FETCH_MIN_VERSION || version > FETCH_MAX_VERSION) Py_RETURN_NONE;
+    int flexible = version >= FETCH_FLEXIBLE_FROM;
+    int status = OK;
+    PyObject *topics = NULL, *result = NULL;
+    int64_t throttle, error_code = 0, session_id = 0;
+    Frame f = {{PyMem_Malloc(256), 0, 256}, PyList_New(0), 0};
+    Writer *w = &f.w;
+    if (w->buf == NULL || f.splices == NULL) {
+        PyMem_Free(w->buf);
+        Py_XDECREF(f.splices);
+        return PyErr_NoMemory();
+    }
+    WRITE(put_be(w, 0, 4)); /* size, below */
+    WRITE(put_be(w, (uint64_t)(int64_t)correlation_id, 4));
+    if (flexible) WRITE(put_uvarint(w, 0));
+    CHECK(get_int(body, s_throttle_time_ms, INT32_MIN, INT32_MAX, &throttle));
+    if (version >= 7) {
+        CHECK(get_int(body, s_error_code, INT16_MIN, INT16_MAX, &error_code));
+        CHECK(get_int(body, s_session_id, INT32_MIN, INT32_MAX, &session_id));
+    }
+    if (version >= 16) CHECK(expect_empty(body, s_node_endpoints, 1, 1));
+    WRITE(put_be(w, (uint64_t)throttle, 4));
+    if (version >= 7) {
+        WRITE(put_be(w, (uint64_t)error_code, 2));
+        WRITE(put_be(w, (uint64_t)session_id, 4));
+    }
+    topics = PyObject_GetAttr(body, s_responses);
+    if (topics == NULL) {
+        status = ERROR;
+        goto done;
+    }
+    if (!PyList_CheckExact(topics)) {
+        status = UNCOMMON;
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(topics);
+    WRITE(put_length(w, flexible, 1, n));
+    for (Py_ssize_t i = 0; i < n && status == OK; i++) {
+        PyObject *t = PyList_GET_ITEM(topics, i);
+        Py_INCREF(t);
+        status = write_fetch_topic(&f, t, version, flexible);
+        Py_DECREF(t);
+        if (n != PyList_GET_SIZE(topics) && status == OK) status = UNCOMMON;
+    }
+    if (status != OK) goto done;
+    if (flexible) WRITE(put_uvarint(w, 0));
+    if (w->len - 4 + f.spliced > INT32_MAX) {
+        status = UNCOMMON;
+        goto done;
+    }
+    {
+        uint64_t size = (uint64_t)(w->len - 4 + f.spliced);
+        for (int i = 3; i >= 0; i--) {
+            w->buf[i] = (char)(size & 0xff);
+            size >>= 8;
+        }
+    }
+    result = fetch_parts(&f);
+    if (result == NULL) status = ERROR;
+done:
+    Py_XDECREF(topics);
+    Py_XDECREF(f.splices);
+    PyMem_Free(w->buf);
+    if (status == ERROR) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    if (status == UNCOMMON) Py_RETURN_NONE;
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 
 static PyObject *configure(PyObject *self, PyObject *args) {
-    PyObject *req, *topic, *part;
-    if (!PyArg_ParseTuple(args, "OOO", &req, &topic, &part)) return NULL;
+    PyObject *req, *topic, *part, *regions;
+    if (!PyArg_ParseTuple(args, "OOOO", &req, &topic, &part, &regions)) return NULL;
+    if (!PyType_Check(regions)) {
+        PyErr_SetString(PyExc_TypeError, "FileRegions must be a type");
+        return NULL;
+    }
+    Py_INCREF(regions);
+    Py_XSETREF(FileRegionsCls, regions);
     Py_INCREF(req);
     Py_INCREF(topic);
     Py_INCREF(part);
@@ -468,17 +831,19 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(request_cls, topic_cls, partition_cls): the generated classes."},
+     "configure(request_cls, topic_cls, partition_cls, file_regions_cls): the generated classes."},
     {"decode_produce", decode_produce, METH_VARARGS,
      "decode_produce(frame, pos, version) -> (ProduceRequest, end) or None (the generated decoder decides)."},
     {"encode_produce_response", encode_produce_response, METH_VARARGS,
      "encode_produce_response(version, correlation_id, body) -> the whole frame as bytes, or None."},
+    {"encode_fetch_response", encode_fetch_response, METH_VARARGS,
+     "encode_fetch_response(version, correlation_id, body) -> the frame's parts in wire order, or None."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_produce_wire", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__produce_wire(void) {
+PyMODINIT_FUNC PyInit__wire(void) {
     struct {
         PyObject **slot;
         const char *name;
@@ -492,7 +857,14 @@ PyMODINIT_FUNC PyInit__produce_wire(void) {
         {&s_record_errors, "record_errors"}, {&s_error_message, "error_message"},
         {&s_current_leader, "current_leader"}, {&s_leader_id, "leader_id"},
         {&s_leader_epoch, "leader_epoch"}, {&s_throttle_time_ms, "throttle_time_ms"},
-        {&s_node_endpoints, "node_endpoints"},
+        {&s_node_endpoints, "node_endpoints"}, {&s_session_id, "session_id"}, {&s_topic, "topic"},
+        {&s_partitions, "partitions"}, {&s_partition_index, "partition_index"},
+        {&s_high_watermark, "high_watermark"}, {&s_last_stable_offset, "last_stable_offset"},
+        {&s_aborted_transactions, "aborted_transactions"},
+        {&s_preferred_read_replica, "preferred_read_replica"}, {&s_diverging_epoch, "diverging_epoch"},
+        {&s_snapshot_id, "snapshot_id"}, {&s_epoch, "epoch"}, {&s_end_offset, "end_offset"},
+        {&s_producer_id, "producer_id"}, {&s_first_offset, "first_offset"}, {&s_size, "size"},
+        {&s_bytes, "bytes"}, {&s_topic_id, "topic_id"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);

@@ -1,9 +1,0 @@
-# The compiled Produce codec (protocol/_produce_wire.c), used through protocol.produce_wire and tested
-# against the generated codec in tests/protocol/test_produce_wire.py.
-from typing import Any
-
-from protocol.schema import Struct
-
-def configure(request_cls: type[Struct], topic_cls: type[Struct], partition_cls: type[Struct], /) -> None: ...
-def decode_produce(frame: memoryview, pos: int, version: int, /) -> tuple[Struct, int] | None: ...
-def encode_produce_response(version: int, correlation_id: int, body: Any, /) -> bytes | None: ...
