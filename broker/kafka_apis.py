@@ -42,7 +42,12 @@ from broker.quota.mutation import (
     current_mutation_quota,
 )
 from protocol.api_versions import ApiKey
-from protocol.compiled_wire import decode_produce, encode_fetch_response, encode_produce_response
+from protocol.compiled_wire import (
+    decode_fetch,
+    decode_produce,
+    encode_fetch_response,
+    encode_produce_response,
+)
 from protocol.errors import ErrorCode
 from protocol.exceptions import ProtocolError, UnsupportedVersionError
 from protocol.messages import (
@@ -273,7 +278,11 @@ class KafkaApis:
         bytes, so a strict decoder would drop every librdkafka client.
         """
         header, pos = decode_request_header(frame)
-        if header.api_key == ApiKey.PRODUCE:
+        if header.api_key == ApiKey.FETCH:
+            decoded = decode_fetch(frame, pos, header.api_version)
+            if decoded is not None:
+                return Request(header, decoded[0], len(frame))
+        elif header.api_key == ApiKey.PRODUCE:
             decoded = decode_produce(frame, pos, header.api_version)
             if decoded is not None:
                 return Request(header, decoded[0], len(frame))

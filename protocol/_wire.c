@@ -810,6 +810,274 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Fetch requests, versions 4 to 17. The fields a version does not carry on the wire (and its tagged
+ * fields, since a request with any tag set is left to the generated decoder) get the generated
+ * decoder's defaults, given per version and struct by protocol.compiled_wire as (name, kind, value):
+ * kind 0 shares an immutable value, 1 calls value() for a fresh struct, 2 makes a fresh empty list. */
+
+#define FETCH_REQ_MIN_VERSION 4
+#define FETCH_REQ_MAX_VERSION 17
+
+static PyObject *FetchRequestCls, *FetchTopicCls, *FetchPartitionCls, *ForgottenTopicCls;
+static PyObject *UuidCls, *ZeroUuid;
+static PyObject *FetchDefaults[FETCH_REQ_MAX_VERSION + 1]; /* per version: 4 tuples of (name, kind, value) */
+
+static PyObject *s_replica_id, *s_max_wait_ms, *s_min_bytes, *s_max_bytes, *s_isolation_level,
+    *s_session_epoch, *s_topics, *s_forgotten_topics_data, *s_rack_id, *s_partition,
+    *s_current_leader_epoch, *s_fetch_offset, *s_last_fetched_epoch, *s_partition_max_bytes;
+
+static int read_i8(Reader *r, int32_t *out) {
+    if (r->len - r->pos < 1) return -1;
+    *out = (int8_t)r->buf[r->pos++];
+    return 0;
+}
+
+static int read_i64(Reader *r, int64_t *out) {
+    if (r->len - r->pos < 8) return -1;
+    const uint8_t *p = r->buf + r->pos;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    *out = (int64_t)v;
+    r->pos += 8;
+    return 0;
+}
+
+/* A uuid as the generated decoder makes it: the shared zero uuid, or UUID(bytes=...). */
+static PyObject *read_uuid(Reader *r) {
+    if (r->len - r->pos < 16) return NULL;
+    const uint8_t *p = r->buf + r->pos;
+    r->pos += 16;
+    int zero = 1;
+    for (int i = 0; i < 16; i++) zero &= p[i] == 0;
+    if (zero) {
+        Py_INCREF(ZeroUuid);
+        return ZeroUuid;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, 16);
+    if (raw == NULL) return NULL;
+    PyObject *args = PyTuple_New(0), *kwargs = Py_BuildValue("{sO}", "bytes", raw);
+    PyObject *u = (args && kwargs) ? PyObject_Call(UuidCls, args, kwargs) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    Py_DECREF(raw);
+    return u;
+}
+
+/* The defaults of the fields ``o`` does not have on the wire in this version. */
+static int put_defaults(PyObject *o, PyObject *specs) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(specs); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        PyObject *name = PyTuple_GET_ITEM(spec, 0), *value = PyTuple_GET_ITEM(spec, 2);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
+        PyObject *v;
+        if (kind == 0) {
+            v = value;
+            Py_INCREF(v);
+        } else if (kind == 1) {
+            v = PyObject_CallNoArgs(value);
+        } else {
+            v = PyList_New(0);
+        }
+        if (put(o, name, v) < 0) return -1;
+    }
+    return 0;
+}
+
+/* An int field: -1 where the bytes run out. */
+#define READ_INTO(o, name, reader, type)                                       \
+    do {                                                                       \
+        type _v;                                                               \
+        if (reader(&r, &_v) < 0) GIVE_UP();                                    \
+        if (put((o), (name), PyLong_FromLongLong((long long)_v)) < 0) FAIL(); \
+    } while (0)
+
+/* A topic's name (versions 12 and below) or id (13 and up). */
+#define READ_TOPIC(o)                                                          \
+    do {                                                                       \
+        if (version <= 12) {                                                   \
+            if (read_length(&r, flexible, 0, &n) < 0 || n < 0) GIVE_UP();      \
+            PyObject *_name = read_str(&r, n);                                 \
+            if (_name == NULL) {                                               \
+                if (PyErr_Occurred()) FAIL();                                  \
+                GIVE_UP();                                                     \
+            }                                                                  \
+            if (put((o), s_topic, _name) < 0) FAIL();                          \
+        } else {                                                               \
+            if (r.len - r.pos < 16) GIVE_UP();                                 \
+            if (put((o), s_topic_id, read_uuid(&r)) < 0) FAIL();               \
+        }                                                                      \
+    } while (0)
+
+static PyObject *decode_fetch(PyObject *self, PyObject *args) {
+    PyObject *frame;
+    Py_ssize_t pos;
+    int version;
+    if (!PyArg_ParseTuple(args, "Oni", &frame, &pos, &version)) return NULL;
+    if (version < FETCH_REQ_MIN_VERSION || version > FETCH_REQ_MAX_VERSION || FetchDefaults[version] == NULL ||
+        !PyMemoryView_Check(frame))
+        Py_RETURN_NONE;
+    Py_buffer *shape = PyMemoryView_GET_BUFFER(frame);
+    if (shape->itemsize != 1 || shape->ndim != 1 || !PyBuffer_IsContiguous(shape, 'C')) Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *req = NULL, *topics = NULL, *topic = NULL, *parts = NULL, *part = NULL;
+    PyObject *defaults = FetchDefaults[version];
+    Reader r = {view.buf, view.len, pos};
+    int flexible = version >= FETCH_FLEXIBLE_FROM;
+    int64_t n, ntopics, nparts;
+    if (pos < 0 || pos > view.len) GIVE_UP();
+
+    req = bare(FetchRequestCls);
+    if (req == NULL) FAIL();
+    if (version <= 14) READ_INTO(req, s_replica_id, read_i32, int64_t);
+    READ_INTO(req, s_max_wait_ms, read_i32, int64_t);
+    READ_INTO(req, s_min_bytes, read_i32, int64_t);
+    READ_INTO(req, s_max_bytes, read_i32, int64_t);
+    READ_INTO(req, s_isolation_level, read_i8, int32_t);
+    if (version >= 7) {
+        READ_INTO(req, s_session_id, read_i32, int64_t);
+        READ_INTO(req, s_session_epoch, read_i32, int64_t);
+    }
+    if (read_length(&r, flexible, 1, &ntopics) < 0 || ntopics < 0 || ntopics > r.len - r.pos) GIVE_UP();
+    topics = PyList_New(0);
+    if (topics == NULL) FAIL();
+    for (int64_t t = 0; t < ntopics; t++) {
+        topic = bare(FetchTopicCls);
+        if (topic == NULL) FAIL();
+        READ_TOPIC(topic);
+        if (read_length(&r, flexible, 1, &nparts) < 0 || nparts < 0 || nparts > r.len - r.pos) GIVE_UP();
+        parts = PyList_New(0);
+        if (parts == NULL) FAIL();
+        for (int64_t i = 0; i < nparts; i++) {
+            part = bare(FetchPartitionCls);
+            if (part == NULL) FAIL();
+            READ_INTO(part, s_partition, read_i32, int64_t);
+            if (version >= 9) READ_INTO(part, s_current_leader_epoch, read_i32, int64_t);
+            READ_INTO(part, s_fetch_offset, read_i64, int64_t);
+            if (version >= 12) READ_INTO(part, s_last_fetched_epoch, read_i32, int64_t);
+            if (version >= 5) READ_INTO(part, s_log_start_offset, read_i64, int64_t);
+            READ_INTO(part, s_partition_max_bytes, read_i32, int64_t);
+            if (put_defaults(part, PyTuple_GET_ITEM(defaults, 2)) < 0) FAIL();
+            if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+            if (PyList_Append(parts, part) < 0) FAIL();
+            Py_CLEAR(part);
+        }
+        if (PyObject_SetAttr(topic, s_partitions, parts) < 0) FAIL();
+        Py_CLEAR(parts);
+        if (put_defaults(topic, PyTuple_GET_ITEM(defaults, 1)) < 0) FAIL();
+        if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+        if (PyList_Append(topics, topic) < 0) FAIL();
+        Py_CLEAR(topic);
+    }
+    if (PyObject_SetAttr(req, s_topics, topics) < 0) FAIL();
+    Py_CLEAR(topics);
+    if (version >= 7) {
+        if (read_length(&r, flexible, 1, &ntopics) < 0 || ntopics < 0 || ntopics > r.len - r.pos) GIVE_UP();
+        topics = PyList_New(0);
+        if (topics == NULL) FAIL();
+        for (int64_t t = 0; t < ntopics; t++) {
+            topic = bare(ForgottenTopicCls);
+            if (topic == NULL) FAIL();
+            READ_TOPIC(topic);
+            if (read_length(&r, flexible, 1, &nparts) < 0 || nparts < 0 || nparts > (r.len - r.pos) / 4) GIVE_UP();
+            parts = PyList_New(0);
+            if (parts == NULL) FAIL();
+            for (int64_t i = 0; i < nparts; i++) {
+                int64_t index;
+                if (read_i32(&r, &index) < 0) GIVE_UP();
+                PyObject *v = PyLong_FromLongLong(index);
+                if (v == NULL || PyList_Append(parts, v) < 0) {
+                    Py_XDECREF(v);
+                    FAIL();
+                }
+                Py_DECREF(v);
+            }
+            if (PyObject_SetAttr(topic, s_partitions, parts) < 0) FAIL();
+            Py_CLEAR(parts);
+            if (put_defaults(topic, PyTuple_GET_ITEM(defaults, 3)) < 0) FAIL();
+            if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+            if (PyList_Append(topics, topic) < 0) FAIL();
+            Py_CLEAR(topic);
+        }
+        if (PyObject_SetAttr(req, s_forgotten_topics_data, topics) < 0) FAIL();
+        Py_CLEAR(topics);
+    }
+    if (version >= 11) {
+        if (read_length(&r, flexible, 0, &n) < 0 || n < 0) GIVE_UP();
+        PyObject *rack = read_str(&r, n);
+        if (rack == NULL) {
+            if (PyErr_Occurred()) FAIL();
+            GIVE_UP();
+        }
+        if (put(req, s_rack_id, rack) < 0) FAIL();
+    }
+    if (put_defaults(req, PyTuple_GET_ITEM(defaults, 0)) < 0) FAIL();
+    if (read_no_tags(&r, flexible) < 0) GIVE_UP();
+    result = Py_BuildValue("(On)", req, r.pos);
+done:
+    Py_XDECREF(part);
+    Py_XDECREF(parts);
+    Py_XDECREF(topic);
+    Py_XDECREF(topics);
+    Py_XDECREF(req);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *configure_fetch(PyObject *self, PyObject *args) {
+    PyObject *classes, *uuid_cls, *zero, *table;
+    if (!PyArg_ParseTuple(args, "O!OOO!", &PyTuple_Type, &classes, &uuid_cls, &zero, &PyDict_Type, &table))
+        return NULL;
+    if (PyTuple_GET_SIZE(classes) != 4) {
+        PyErr_SetString(PyExc_ValueError, "four classes: request, topic, partition, forgotten topic");
+        return NULL;
+    }
+    for (int v = FETCH_REQ_MIN_VERSION; v <= FETCH_REQ_MAX_VERSION; v++) {
+        PyObject *key = PyLong_FromLong(v);
+        if (key == NULL) return NULL;
+        PyObject *specs = PyDict_GetItemWithError(table, key); /* borrowed */
+        Py_DECREF(key);
+        if (specs == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            PyErr_Format(PyExc_ValueError, "no defaults for version %d", v);
+            return NULL;
+        }
+        if (!PyTuple_Check(specs) || PyTuple_GET_SIZE(specs) != 4) {
+            PyErr_SetString(PyExc_ValueError, "defaults: four tuples per version");
+            return NULL;
+        }
+        for (int i = 0; i < 4; i++) {
+            PyObject *list = PyTuple_GET_ITEM(specs, i);
+            if (!PyTuple_Check(list)) {
+                PyErr_SetString(PyExc_ValueError, "defaults: a tuple of (name, kind, value) per struct");
+                return NULL;
+            }
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(list); j++) {
+                PyObject *spec = PyTuple_GET_ITEM(list, j);
+                if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(spec, 0)) ||
+                    !PyLong_Check(PyTuple_GET_ITEM(spec, 1))) {
+                    PyErr_SetString(PyExc_ValueError, "defaults: (name, kind, value)");
+                    return NULL;
+                }
+            }
+        }
+        Py_INCREF(specs);
+        Py_XSETREF(FetchDefaults[v], specs);
+    }
+    PyObject **slots[] = {&FetchRequestCls, &FetchTopicCls, &FetchPartitionCls, &ForgottenTopicCls};
+    for (int i = 0; i < 4; i++) {
+        PyObject *cls = PyTuple_GET_ITEM(classes, i);
+        Py_INCREF(cls);
+        Py_XSETREF(*slots[i], cls);
+    }
+    Py_INCREF(uuid_cls);
+    Py_XSETREF(UuidCls, uuid_cls);
+    Py_INCREF(zero);
+    Py_XSETREF(ZeroUuid, zero);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *req, *topic, *part, *regions;
@@ -836,6 +1104,10 @@ static PyMethodDef methods[] = {
      "decode_produce(frame, pos, version) -> (ProduceRequest, end) or None (the generated decoder decides)."},
     {"encode_produce_response", encode_produce_response, METH_VARARGS,
      "encode_produce_response(version, correlation_id, body) -> the whole frame as bytes, or None."},
+    {"configure_fetch", configure_fetch, METH_VARARGS,
+     "configure_fetch((request, topic, partition, forgotten_topic), UUID, ZERO_UUID, {version: defaults})."},
+    {"decode_fetch", decode_fetch, METH_VARARGS,
+     "decode_fetch(frame, pos, version) -> (FetchRequest, end) or None (the generated decoder decides)."},
     {"encode_fetch_response", encode_fetch_response, METH_VARARGS,
      "encode_fetch_response(version, correlation_id, body) -> the frame's parts in wire order, or None."},
     {NULL, NULL, 0, NULL},
@@ -864,7 +1136,13 @@ PyMODINIT_FUNC PyInit__wire(void) {
         {&s_preferred_read_replica, "preferred_read_replica"}, {&s_diverging_epoch, "diverging_epoch"},
         {&s_snapshot_id, "snapshot_id"}, {&s_epoch, "epoch"}, {&s_end_offset, "end_offset"},
         {&s_producer_id, "producer_id"}, {&s_first_offset, "first_offset"}, {&s_size, "size"},
-        {&s_bytes, "bytes"}, {&s_topic_id, "topic_id"},
+        {&s_bytes, "bytes"}, {&s_topic_id, "topic_id"}, {&s_replica_id, "replica_id"},
+        {&s_max_wait_ms, "max_wait_ms"}, {&s_min_bytes, "min_bytes"}, {&s_max_bytes, "max_bytes"},
+        {&s_isolation_level, "isolation_level"}, {&s_session_epoch, "session_epoch"}, {&s_topics, "topics"},
+        {&s_forgotten_topics_data, "forgotten_topics_data"}, {&s_rack_id, "rack_id"},
+        {&s_partition, "partition"}, {&s_current_leader_epoch, "current_leader_epoch"},
+        {&s_fetch_offset, "fetch_offset"}, {&s_last_fetched_epoch, "last_fetched_epoch"},
+        {&s_partition_max_bytes, "partition_max_bytes"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);

@@ -84,6 +84,9 @@ def _in(rng: tuple[int, int] | None, v: int) -> bool:
     return rng is not None and rng[0] <= v <= rng[1]
 
 
+in_versions = _in  # for the compiled codec's glue (protocol/compiled_wire.py)
+
+
 _SNAKE1 = re.compile(r"(.)([A-Z][a-z]+)")
 _SNAKE2 = re.compile(r"([a-z0-9])([A-Z])")
 
@@ -174,6 +177,7 @@ class _Missing:
 
 
 _MISSING = _Missing()
+MISSING = _MISSING  # "no default given": the field's default is a fresh instance of its struct
 
 
 def _parse_default(ftype: str, spec: Any, nullable_somewhere: bool) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -316,3 +317,97 @@ def test_fetch_values_outside_the_common_shape_are_left_to_the_generated_encoder
 def test_versions_outside_the_compiled_fetch_range_are_left_alone() -> None:
     for version in (0, 1, 2, 3, 18):
         assert compiled_wire.encode_fetch_response(version, 1, _fetch_answer()) is None
+
+
+# -- fetch requests ----------------------------------------------------------------------------------
+
+FETCH_REQUEST = request_type(1)
+FETCH_REQUEST_VERSIONS = range(4, 18)
+i32 = st.integers(-2**31, 2**31 - 1)
+fetch_request_partitions = st.builds(
+    lambda p, cle, fo, lfe, lso, pmb: FETCH_REQUEST.FetchPartition(
+        partition=p, current_leader_epoch=cle, fetch_offset=fo, last_fetched_epoch=lfe, log_start_offset=lso,
+        partition_max_bytes=pmb), i32, i32, i64, i32, i64, i32)
+fetch_request_topics = st.builds(
+    lambda n, tid, ps: FETCH_REQUEST.FetchTopic(topic=n, topic_id=tid, partitions=ps),
+    names, st.one_of(st.uuids(), st.just(uuid.UUID(int=0))), st.lists(fetch_request_partitions, max_size=3))
+forgotten = st.builds(lambda n, tid, ps: FETCH_REQUEST.ForgottenTopic(topic=n, topic_id=tid, partitions=ps),
+                      names, st.uuids(), st.lists(i32, max_size=5))
+fetch_requests = st.builds(
+    lambda rid, mw, mn, mx, iso, sid, se, ts, fts, rack: FETCH_REQUEST(
+        replica_id=rid, max_wait_ms=mw, min_bytes=mn, max_bytes=mx, isolation_level=iso, session_id=sid,
+        session_epoch=se, topics=ts, forgotten_topics_data=fts, rack_id=rack),
+    i32, i32, i32, i32, st.integers(-128, 127), i32, i32, st.lists(fetch_request_topics, max_size=3),
+    st.lists(forgotten, max_size=2), names)
+
+
+def fetch_request_frame(body: Any, version: int, prefix: bytes = b"\x07junk", trailer: bytes = b"") -> bytearray:
+    out = Output()
+    FETCH_REQUEST.encode_into(body, version, out)
+    return bytearray(prefix + b"".join(bytes(p) for p in out.parts()) + trailer)
+
+
+def fetch_agree(frame: bytearray, pos: int, version: int) -> Any:
+    compiled = compiled_wire.decode_fetch(memoryview(frame), pos, version)
+    try:
+        expected: Any = FETCH_REQUEST.decode(memoryview(frame), version, pos, exact=False)
+    except Exception as e:  # noqa: BLE001 - what the generated decoder raises is the expected answer
+        expected = e
+    if compiled is not None:
+        assert not isinstance(expected, Exception), f"compiled decoded what the generated decoder refuses: {expected!r}"
+        assert compiled == expected
+    return compiled
+
+
+@given(fetch_requests, st.sampled_from(FETCH_REQUEST_VERSIONS), st.binary(max_size=8))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_well_formed_fetch_requests_decode_alike(body: Any, version: int, trailer: bytes) -> None:
+    frame = fetch_request_frame(body, version, trailer=trailer)
+    compiled = fetch_agree(frame, 5, version)
+    assert compiled is not None
+    assert compiled[1] == len(frame) - len(trailer)
+
+
+@given(fetch_requests, st.sampled_from(FETCH_REQUEST_VERSIONS), st.data())
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_damaged_fetch_requests_are_left_to_the_generated_decoder(body: Any, version: int,
+                                                                  data: st.DataObject) -> None:
+    frame = fetch_request_frame(body, version)
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    damaged = bytearray(frame)
+    kind = data.draw(st.sampled_from(["cut", "flip", "insert", "random"]))
+    if kind == "cut":
+        damaged = damaged[:rng.randrange(5, len(damaged) + 1)]
+    elif kind == "flip":
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(5, len(damaged))
+            damaged[i] ^= 1 << rng.randrange(8)
+    elif kind == "insert":
+        i = rng.randrange(5, len(damaged) + 1)
+        damaged[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
+    else:
+        damaged = bytearray(b"\x07junk" + bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))))
+    fetch_agree(damaged, 5, version)
+
+
+@pytest.mark.parametrize("version", [12, 15, 17])
+def test_fetch_requests_with_tagged_fields_go_to_the_generated_decoder(version: int) -> None:
+    body = FETCH_REQUEST(max_wait_ms=0, min_bytes=1, max_bytes=100, topics=[], forgotten_topics_data=[],
+                         rack_id="", cluster_id="c")  # ClusterId: a tagged field from version 12
+    frame = fetch_request_frame(body, version, prefix=b"")
+    assert compiled_wire.decode_fetch(memoryview(frame), 0, version) is None
+    assert FETCH_REQUEST.decode(memoryview(frame), version)[0].cluster_id == "c"
+    body.cluster_id = None
+    assert compiled_wire.decode_fetch(memoryview(fetch_request_frame(body, version, prefix=b"")), 0, version) is not None
+
+
+def test_fetch_request_defaults_are_fresh_for_each_request() -> None:
+    body = FETCH_REQUEST(max_wait_ms=0, min_bytes=1, max_bytes=100, topics=[], rack_id="")
+    frame = memoryview(fetch_request_frame(body, 4, prefix=b""))
+    one, _ = compiled_wire.decode_fetch(frame, 0, 4)
+    two, _ = compiled_wire.decode_fetch(frame, 0, 4)
+    assert one == two
+    assert one.replica_state is not two.replica_state  # a struct default, made for each request
+    assert one.forgotten_topics_data is not two.forgotten_topics_data  # version 4 has none: a list each
+    assert compiled_wire.decode_fetch(frame, 0, 3) is None
+    assert compiled_wire.decode_fetch(frame, 0, 18) is None
