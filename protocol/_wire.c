@@ -301,6 +301,28 @@ static int expect_empty(PyObject *o, PyObject *name, int none_ok, int list_ok) {
     return plain ? OK : UNCOMMON;
 }
 
+/* A non-nullable string attribute of ``o``, in the version's form. */
+static int write_name(Writer *w, PyObject *o, PyObject *attr, int flexible) {
+    PyObject *name = PyObject_GetAttr(o, attr);
+    if (name == NULL) return ERROR;
+    int status = OK;
+    Py_ssize_t nlen;
+    const char *utf8 = PyUnicode_CheckExact(name) ? PyUnicode_AsUTF8AndSize(name, &nlen) : NULL;
+    if (utf8 == NULL) {
+        PyErr_Clear(); /* not text, or lone surrogates: the generated code raises its own error */
+        status = UNCOMMON;
+    } else if (!flexible && nlen > INT16_MAX) {
+        status = UNCOMMON;
+    } else if (put_length(w, flexible, 0, nlen) < 0 || grow(w, nlen) < 0) {
+        status = ERROR;
+    } else {
+        memcpy(w->buf + w->len, utf8, nlen);
+        w->len += nlen;
+    }
+    Py_DECREF(name);
+    return status;
+}
+
 static int write_partition(Writer *w, PyObject *p, int version, int flexible) {
     int status = OK;
     int64_t index, error_code, base_offset, append_time, start_offset;
@@ -339,28 +361,8 @@ done:
 
 static int write_topic(Writer *w, PyObject *t, int version, int flexible) {
     int status = OK;
-    PyObject *name = NULL, *parts = NULL;
-    name = PyObject_GetAttr(t, s_name);
-    if (name == NULL) return ERROR;
-    if (!PyUnicode_CheckExact(name)) {
-        status = UNCOMMON;
-        goto done;
-    }
-    Py_ssize_t nlen;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &nlen);
-    if (utf8 == NULL) {
-        PyErr_Clear(); /* lone surrogates: the generated code raises its own error */
-        status = UNCOMMON;
-        goto done;
-    }
-    if (!flexible && nlen > INT16_MAX) {
-        status = UNCOMMON;
-        goto done;
-    }
-    WRITE(put_length(w, flexible, 0, nlen));
-    WRITE(grow(w, nlen));
-    memcpy(w->buf + w->len, utf8, nlen);
-    w->len += nlen;
+    PyObject *parts = NULL;
+    CHECK(write_name(w, t, s_name, flexible));
     parts = PyObject_GetAttr(t, s_partition_responses);
     if (parts == NULL) {
         status = ERROR;
@@ -381,7 +383,6 @@ static int write_topic(Writer *w, PyObject *t, int version, int flexible) {
     }
     if (status == OK && flexible) WRITE(put_uvarint(w, 0));
 done:
-    Py_XDECREF(name);
     Py_XDECREF(parts);
     return status;
 }
@@ -617,27 +618,7 @@ static int write_fetch_topic(Frame *f, PyObject *t, int version, int flexible) {
     int status = OK;
     PyObject *name = NULL, *parts = NULL;
     if (version <= 12) {
-        name = PyObject_GetAttr(t, s_topic);
-        if (name == NULL) return ERROR;
-        if (!PyUnicode_CheckExact(name)) {
-            status = UNCOMMON;
-            goto done;
-        }
-        Py_ssize_t nlen;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(name, &nlen);
-        if (utf8 == NULL) {
-            PyErr_Clear();
-            status = UNCOMMON;
-            goto done;
-        }
-        if (!flexible && nlen > INT16_MAX) {
-            status = UNCOMMON;
-            goto done;
-        }
-        WRITE(put_length(w, flexible, 0, nlen));
-        WRITE(grow(w, nlen));
-        memcpy(w->buf + w->len, utf8, nlen);
-        w->len += nlen;
+        CHECK(write_name(w, t, s_topic, flexible));
     } else {
         name = PyObject_GetAttr(t, s_topic_id);
         if (name == NULL) return ERROR;

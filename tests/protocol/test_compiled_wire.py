@@ -62,6 +62,25 @@ def agree(frame: bytearray, pos: int, version: int) -> Any:
     return compiled
 
 
+def damage(frame: bytearray, data: st.DataObject) -> bytearray:
+    """``frame`` (after its 5-byte prefix) cut, bit-flipped or lengthened, or random bytes instead."""
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    damaged = bytearray(frame)
+    kind = data.draw(st.sampled_from(["cut", "flip", "insert", "random"]))
+    if kind == "cut":
+        return damaged[:rng.randrange(5, len(damaged) + 1)]
+    if kind == "flip":
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(5, len(damaged))
+            damaged[i] ^= 1 << rng.randrange(8)
+    elif kind == "insert":
+        i = rng.randrange(5, len(damaged) + 1)
+        damaged[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
+    else:
+        damaged = bytearray(b"\x07junk" + bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))))
+    return damaged
+
+
 @given(requests, st.sampled_from(VERSIONS), st.binary(max_size=8))
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_well_formed_requests_decode_alike(body: Any, version: int, trailer: bytes) -> None:
@@ -81,22 +100,7 @@ def test_well_formed_requests_decode_alike(body: Any, version: int, trailer: byt
 @given(requests, st.sampled_from(VERSIONS), st.data())
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_damaged_requests_are_left_to_the_generated_decoder(body: Any, version: int, data: st.DataObject) -> None:
-    frame = request_frame(body, version)
-    rng = random.Random(data.draw(st.integers(0, 2**32)))
-    damaged = bytearray(frame)
-    kind = data.draw(st.sampled_from(["cut", "flip", "insert", "random"]))
-    if kind == "cut":
-        damaged = damaged[:rng.randrange(5, len(damaged) + 1)]
-    elif kind == "flip":
-        for _ in range(rng.randint(1, 4)):
-            i = rng.randrange(5, len(damaged))
-            damaged[i] ^= 1 << rng.randrange(8)
-    elif kind == "insert":
-        i = rng.randrange(5, len(damaged) + 1)
-        damaged[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
-    else:
-        damaged = bytearray(b"\x07junk" + bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))))
-    agree(damaged, 5, version)
+    agree(damage(request_frame(body, version), data), 5, version)
 
 
 def test_a_tagged_field_goes_to_the_generated_decoder() -> None:
@@ -372,22 +376,7 @@ def test_well_formed_fetch_requests_decode_alike(body: Any, version: int, traile
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_damaged_fetch_requests_are_left_to_the_generated_decoder(body: Any, version: int,
                                                                   data: st.DataObject) -> None:
-    frame = fetch_request_frame(body, version)
-    rng = random.Random(data.draw(st.integers(0, 2**32)))
-    damaged = bytearray(frame)
-    kind = data.draw(st.sampled_from(["cut", "flip", "insert", "random"]))
-    if kind == "cut":
-        damaged = damaged[:rng.randrange(5, len(damaged) + 1)]
-    elif kind == "flip":
-        for _ in range(rng.randint(1, 4)):
-            i = rng.randrange(5, len(damaged))
-            damaged[i] ^= 1 << rng.randrange(8)
-    elif kind == "insert":
-        i = rng.randrange(5, len(damaged) + 1)
-        damaged[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
-    else:
-        damaged = bytearray(b"\x07junk" + bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))))
-    fetch_agree(damaged, 5, version)
+    fetch_agree(damage(fetch_request_frame(body, version), data), 5, version)
 
 
 @pytest.mark.parametrize("version", [12, 15, 17])
