@@ -3,8 +3,9 @@
 The broker decodes every produce and fetch request and encodes every answer to them; in Python these
 cost about as much as the rest of a request's framing. The compiled functions take the common shapes
 (produce versions 3 to 11 and fetch versions 4 to 17, requests without tagged fields, answers without
-record errors, error messages, leader hints or other tagged fields set) and give None for everything else, so the generated codec (``protocol/schema.py``) decides there, with its own
-errors. Without a C compiler the extension is not built and every function always gives None.
+record errors, error messages, leader hints or other tagged fields set) and give None for everything
+else, so the generated codec (``protocol/schema.py``) decides there, with its own errors. Without a C
+compiler the extension is not built and every function always gives None.
 """
 
 from __future__ import annotations
@@ -73,10 +74,10 @@ def _load() -> tuple[_Decoder, _Encoder, _PartsEncoder, _Decoder] | None:
              "partition_max_bytes", "replica_directory_id"),
             ("topic", "topic_id", "partitions")):
         return None
-    _wire.configure(mt.cls, mt.TopicProduceData, mt.PartitionProduceData, FileRegions)
     request, topic, partition, forgotten = (s.cls for s in structs)
     if request is None or topic is None or partition is None or forgotten is None:
         return None
+    _wire.configure(mt.cls, mt.TopicProduceData, mt.PartitionProduceData, FileRegions)
     _wire.configure_fetch((request, topic, partition, forgotten), uuid.UUID, ZERO_UUID,
                           {v: tuple(_absent_field_defaults(s, v) for s in structs) for v in range(4, 18)})
     return (_wire.decode_produce, _wire.encode_produce_response, _wire.encode_fetch_response,
