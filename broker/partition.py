@@ -161,8 +161,7 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"the ISR of {self.topic}-{self.partition} has {len(self.isr)} members, "
                 f"min.insync.replicas is {min_isr}")
-        info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch, from_client=True,
-                               log_append_time_ms=log_append_time_ms)
+        info = self.log.append_as_leader(records, self.leader_epoch, log_append_time_ms)
         self.maybe_increment_hw()
         return info
 

@@ -50,6 +50,7 @@ from storage.errors import (
     is_disk_full,
 )
 from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors
+from storage.leader_append import compiled_append_batch
 from storage.leader_epoch import LeaderEpochFileCache
 from storage.producer_state import REQUEST_VERIFICATION_GUARDS, ProducerStateManager, VerificationGuard
 from storage.segment import (
@@ -140,6 +141,10 @@ class AppendInfo:
     records_count: int = 0
     valid_bytes: int = 0
     duplicate: bool = False
+
+
+# The common client append in compiled code, or None (see storage/leader_append.py).
+_append_batch = compiled_append_batch(AppendInfo)
 
 
 @dataclass(slots=True)
@@ -563,6 +568,20 @@ class PartitionLog:
         self._prefix_max_ts = None
 
     # ================================================================================ append
+    def append_as_leader(self, records: memoryview, leader_epoch: int, log_append_time_ms: int = -1) -> AppendInfo:
+        """A client's validated batches, appended as leader (Kafka's appendAsLeader): :meth:`append` with
+        offsets assigned and ``leader_epoch`` stamped. One plain batch, the common case, is appended by
+        compiled code where it is built; it hands every other case to :meth:`append` untouched."""
+        if _append_batch is not None:
+            try:
+                info = _append_batch(self, records, leader_epoch, log_append_time_ms)
+            except OSError as e:
+                raise self._io_failure(e, "append to") from e
+            if info is not None:
+                return info  # type: ignore[no-any-return]
+        return self.append(records, assign_offsets=True, leader_epoch=leader_epoch, from_client=True,
+                           log_append_time_ms=log_append_time_ms)
+
     def append(
         self,
         records: bytes | bytearray | memoryview,

@@ -1,0 +1,659 @@
+/*
+ * The leader's append of one client batch, compiled: storage.leader_append.append_batch.
+ *
+ * A producer's request carries one batch per partition, and for each the broker runs
+ * PartitionLog.append: the header parsed again, the producer's epoch and sequence checked, the
+ * segment's roll conditions asked, the offsets and leader epoch stamped in place, the write, the
+ * segment's and the log's bookkeeping, the producer state updated. In Python that is some sixty
+ * function calls and hundreds of attribute reads a batch; with a thousand partitions it is most of
+ * the broker's CPU. This is the same sequence, for the common case only:
+ *
+ *   - exactly one v2 batch, neither transactional nor a control batch, in a writable buffer;
+ *   - within max.message.bytes and segment.bytes;
+ *   - no producer id, or a producer already known here, in the same epoch, whose batch follows its
+ *     last one (not a retry of one of its last five), without an open transaction, and with no
+ *     transaction verification in progress in the log;
+ *   - a segment that does not roll, whose rolling timestamp, largest timestamp and indexes are loaded.
+ *
+ * Anything else returns None before anything is changed, and PartitionLog.append runs as before,
+ * with its own errors. The order of the steps, and what each leaves behind if the write or an
+ * index fails, are PartitionLog.append's and LogSegment.append's: tests/storage/test_leader_append.py
+ * runs both on the same sequences and compares the files and the state they leave.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+/* Record batch v2 header (storage/batch_headers.py). */
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
+#define OFF_BATCH_LENGTH 8
+#define OFF_EPOCH 12
+#define OFF_MAGIC 16
+#define OFF_CRC 17
+#define OFF_ATTRIBUTES 21
+#define OFF_LAST_OFFSET_DELTA 23
+#define OFF_BASE_TIMESTAMP 27
+#define OFF_MAX_TIMESTAMP 35
+#define OFF_PRODUCER_ID 43
+#define OFF_PRODUCER_EPOCH 51
+#define OFF_BASE_SEQUENCE 53
+#define OFF_RECORDS_COUNT 57
+#define TRANSACTIONAL_FLAG 0x10
+#define CONTROL_FLAG 0x20
+#define INT32_MAX_ 2147483647LL
+#define NO_PRODUCER_EPOCH (-1)
+
+static PyObject *BatchHeader_t = NULL, *AppendInfo_t = NULL, *BatchMetadata_t = NULL;
+
+static PyObject *s_offline, *s_closed, *s_lock, *s_acquire, *s_release, *s_append_limits, *s_clock,
+    *s_producer_state, *s_producers, *s_verification_states, *s_producer_epoch, *s_batches,
+    *s_current_txn_first_offset, *s_last_timestamp, *s_map_end_offset, *s_segments, *s_size,
+    *s_rolling_ts, *s_created_ms, *s_roll_jitter_ms, *s_offset_index, *s_time_index, *s_loaded,
+    *s_entries, *s_length, *s_base_offset, *s_leo, *s_max_ts, *s_file, *s_unsynced, *s_next_offset,
+    *s_recent, *s_append, *s_bytes_since_index, *s_settings, *s_index_interval_bytes,
+    *s_prefix_max_ts, *s_leader_epoch_cache, *s_latest_epoch,
+    *s_apply_producer_state, *s_recovery_point, *s_flush, *s_log_start_offset;
+
+static inline uint64_t rd64(const unsigned char *p) {
+    return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) | ((uint64_t)p[3] << 32) |
+           ((uint64_t)p[4] << 24) | ((uint64_t)p[5] << 16) | ((uint64_t)p[6] << 8) | (uint64_t)p[7];
+}
+static inline uint32_t rd32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+static inline uint16_t rd16(const unsigned char *p) { return (uint16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline void wr64(unsigned char *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--) { p[i] = (unsigned char)(v & 0xff); v >>= 8; }
+}
+static inline void wr32(unsigned char *p, uint32_t v) {
+    for (int i = 3; i >= 0; i--) { p[i] = (unsigned char)(v & 0xff); v >>= 8; }
+}
+
+/* obj.name as a C integer: 0, or -1 with an exception (a missing attribute is a bug, not a fallback). */
+static int get_ll(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* obj.name as a truth value: 0 or 1, or -1 with an exception. */
+static int get_bool(PyObject *obj, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int set_ll(PyObject *obj, PyObject *name, long long value) {
+    PyObject *v = PyLong_FromLongLong(value);
+    if (v == NULL) return -1;
+    int r = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* Python's floor division, for the index capacities (lengths are never negative, but stay exact). */
+static inline long long floor_div(long long a, long long b) {
+    long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* Is the producer's batch (same epoch as its entry) neither a retry nor out of sequence, and the entry
+ * without an open transaction? 1 yes, 0 no (Python decides), -1 error. Sets *last_sequence. */
+static int producer_batch_follows(PyObject *entry, long long base_seq, long long last_sequence) {
+    int ok = 0;
+    PyObject *batches = NULL, *it = NULL, *b = NULL, *txn = NULL;
+    txn = PyObject_GetAttr(entry, s_current_txn_first_offset);
+    if (txn == NULL) return -1;
+    if (txn != Py_None) goto done;  /* InvalidTxnState or a transaction's rules: Python */
+    batches = PyObject_GetAttr(entry, s_batches);
+    if (batches == NULL) { ok = -1; goto done; }
+    long long last_seq = -1;
+    it = PyObject_GetIter(batches);
+    if (it == NULL) { ok = -1; goto done; }
+    while ((b = PyIter_Next(it)) != NULL) {
+        /* BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp) */
+        if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) < 2) { Py_DECREF(b); goto done; }
+        long long first = PyLong_AsLongLong(PyTuple_GET_ITEM(b, 0));
+        long long last = PyLong_AsLongLong(PyTuple_GET_ITEM(b, 1));
+        Py_DECREF(b);
+        if (PyErr_Occurred()) { ok = -1; goto done; }
+        if (first == base_seq && last == last_sequence) goto done;  /* a retry: answered by Python */
+        last_seq = last;
+    }
+    if (PyErr_Occurred()) { ok = -1; goto done; }
+    /* _in_sequence(last_seq, base_seq) */
+    ok = (base_seq == last_seq + 1) || (base_seq == 0 && last_seq == INT32_MAX_);
+done:
+    Py_XDECREF(txn);
+    Py_XDECREF(batches);
+    Py_XDECREF(it);
+    return ok;
+}
+
+/* The part of LogSegment.should_roll that this path can answer without I/O: 1 roll (or cannot tell:
+ * Python decides), 0 no roll, -1 error. */
+static int segment_would_roll(PyObject *seg, long long seg_size, long long append_size, long long segment_bytes,
+                              long long segment_ms, long long now, long long max_ts, long long last_offset) {
+    long long v, created, jitter, base;
+    if (seg_size > 0) {
+        if (seg_size > segment_bytes - append_size) return 1;
+        PyObject *rolling = PyObject_GetAttr(seg, s_rolling_ts);
+        if (rolling == NULL) return -1;
+        if (rolling == Py_None) { Py_DECREF(rolling); return 1; }  /* read from the file: Python */
+        long long rolling_ts = PyLong_AsLongLong(rolling);
+        Py_DECREF(rolling);
+        if (rolling_ts == -1 && PyErr_Occurred()) return -1;
+        long long waited;
+        if (rolling_ts >= 0) {
+            waited = max_ts - rolling_ts;
+        } else {
+            if (get_ll(seg, s_created_ms, &created) < 0) return -1;
+            waited = now - created;
+        }
+        if (get_ll(seg, s_roll_jitter_ms, &jitter) < 0) return -1;
+        if (waited > segment_ms - jitter) return 1;
+    }
+    PyObject *indexes[2] = {NULL, NULL};
+    indexes[0] = PyObject_GetAttr(seg, s_offset_index);
+    if (indexes[0] == NULL) return -1;
+    indexes[1] = PyObject_GetAttr(seg, s_time_index);
+    if (indexes[1] == NULL) { Py_DECREF(indexes[0]); return -1; }
+    int r = 0;
+    for (int i = 0; i < 2 && r == 0; i++) {
+        long long entries, length;
+        int loaded = get_bool(indexes[i], s_loaded);
+        if (loaded < 0) { r = -1; break; }
+        if (!loaded) { r = 1; break; }  /* is_full() would map it first: Python */
+        if (get_ll(indexes[i], s_entries, &entries) < 0 || get_ll(indexes[i], s_length, &length) < 0) { r = -1; break; }
+        /* OffsetIndex.is_full: entries >= length // 8; TimeIndex.is_full keeps one slot for a roll. */
+        long long capacity = i == 0 ? floor_div(length, 8) : floor_div(length, 12) - 1;
+        if (entries >= capacity) r = 1;
+    }
+    Py_DECREF(indexes[0]);
+    Py_DECREF(indexes[1]);
+    if (r != 0) return r;
+    if (get_ll(seg, s_base_offset, &base) < 0) return -1;
+    v = last_offset - base;
+    return (v < 0 || v > INT32_MAX_) ? 1 : 0;
+}
+
+/* pwrite all of buf at position, as LogSegment.append: a partial write is cut off again before the
+ * error is raised. 0, or -1 with OSError set. */
+static int write_all(int fd, const unsigned char *buf, Py_ssize_t total, long long position) {
+    Py_ssize_t written = 0;
+    int err = 0;
+    while (written < total) {
+        ssize_t n;
+        Py_BEGIN_ALLOW_THREADS
+        n = pwrite(fd, buf + written, (size_t)(total - written), (off_t)(position + written));
+        Py_END_ALLOW_THREADS
+        if (n < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) { err = -1; break; }
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            err = -1;
+            break;
+        }
+        if (n == 0) {  /* no progress on a regular file: report it rather than spin */
+            errno = EIO;
+            PyErr_SetFromErrno(PyExc_OSError);
+            err = -1;
+            break;
+        }
+        written += n;
+    }
+    if (err && written) {
+        int r;
+        Py_BEGIN_ALLOW_THREADS
+        r = ftruncate(fd, (off_t)position);
+        Py_END_ALLOW_THREADS
+        (void)r;
+    }
+    return err;
+}
+
+/* Calls lock.release() without losing an exception already set. 0, or -1 with an exception. */
+static int release_lock(PyObject *lock) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_release);
+    if (r == NULL) {
+        if (type != NULL) {  /* the first error wins, as in a with-block whose exit does not raise */
+            PyErr_Clear();
+            PyErr_Restore(type, value, tb);
+        }
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(type, value, tb);
+    return type != NULL ? -1 : 0;
+}
+
+typedef struct {
+    long long batch_length, crc, attributes, last_offset_delta, base_timestamp, max_timestamp,
+        producer_id, producer_epoch, base_sequence, records_count;
+    int magic;
+} Header;
+
+/* The locked part: checks that may still send the append to Python, then the write and the updates.
+ * Returns the AppendInfo, Py_None (new reference) for Python, or NULL with an exception. */
+static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t total, const Header *h,
+                               long long leader_epoch, long long log_append_time_ms, long long now,
+                               long long segment_bytes, long long segment_ms, long long flush_messages) {
+    PyObject *result = NULL, *ps = NULL, *entry = NULL, *segments = NULL, *seg = NULL, *seg_max = NULL,
+             *handle = NULL, *header = NULL, *headers = NULL, *recent_item = NULL, *tmp = NULL;
+    long long leo, seg_size, fd_ll, bytes_since_index, index_interval;
+    long long last_sequence = -1;
+    int r;
+
+    r = get_bool(log, s_offline);
+    if (r != 0) goto fallback_or_error;
+    r = get_bool(log, s_closed);
+    if (r != 0) goto fallback_or_error;
+    ps = PyObject_GetAttr(log, s_producer_state);
+    if (ps == NULL) goto error;
+    if (h->producer_id >= 0) {
+        /* ProducerStateManager.check_append for one batch of a known producer in its epoch. */
+        if (h->base_sequence < 0) goto fallback;
+        PyObject *verifying = PyObject_GetAttr(ps, s_verification_states);
+        if (verifying == NULL) goto error;
+        r = PyObject_IsTrue(verifying);
+        Py_DECREF(verifying);
+        if (r != 0) goto fallback_or_error;
+        PyObject *producers = PyObject_GetAttr(ps, s_producers);
+        if (producers == NULL) goto error;
+        PyObject *pid = PyLong_FromLongLong(h->producer_id);
+        if (pid == NULL) { Py_DECREF(producers); goto error; }
+        entry = PyObject_GetItem(producers, pid);
+        Py_DECREF(pid);
+        Py_DECREF(producers);
+        if (entry == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
+            PyErr_Clear();
+            goto fallback;  /* a producer's first batch here */
+        }
+        long long entry_epoch;
+        if (get_ll(entry, s_producer_epoch, &entry_epoch) < 0) goto error;
+        if (entry_epoch != h->producer_epoch || entry_epoch == NO_PRODUCER_EPOCH) goto fallback;
+        last_sequence = (h->base_sequence + h->last_offset_delta) % (INT32_MAX_ + 1);
+        r = producer_batch_follows(entry, h->base_sequence, last_sequence);
+        if (r != 1) goto fallback_or_error;
+    }
+
+    if (get_ll(log, s_leo, &leo) < 0) goto error;
+    const long long last_offset = leo + h->last_offset_delta;
+    const long long max_ts = h->max_timestamp > -1 ? h->max_timestamp : -1;
+    segments = PyObject_GetAttr(log, s_segments);
+    if (segments == NULL) goto error;
+    Py_ssize_t nseg = PyObject_Length(segments);
+    if (nseg < 0) goto error;
+    if (nseg == 0) goto fallback;
+    seg = PySequence_GetItem(segments, nseg - 1);
+    if (seg == NULL) goto error;
+    if (get_ll(seg, s_size, &seg_size) < 0) goto error;
+    r = segment_would_roll(seg, seg_size, total, segment_bytes, segment_ms, now, max_ts, last_offset);
+    if (r != 0) goto fallback_or_error;
+    seg_max = PyObject_GetAttr(seg, s_max_ts);
+    if (seg_max == NULL) goto error;
+    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) != 2) goto fallback;  /* None: read back */
+
+    /* From here on, the append happens (or fails as PartitionLog.append would). Offsets and the
+     * leader epoch go into the buffer in place: fields outside the CRC. */
+    wr64(buf, (uint64_t)leo);
+    wr32(buf + OFF_EPOCH, (uint32_t)(int32_t)leader_epoch);
+    header = PyObject_CallFunction(BatchHeader_t, "iLLLiLLLLLLLLL", 0, leo, h->batch_length, leader_epoch, h->magic,
+                                   h->crc, h->attributes, h->last_offset_delta, h->base_timestamp,
+                                   h->max_timestamp, h->producer_id, h->producer_epoch, h->base_sequence,
+                                   h->records_count);
+    if (header == NULL) goto error;
+
+    /* LogSegment.append */
+    if (seg_size == 0 && set_ll(seg, s_rolling_ts, max_ts) < 0) goto error;
+    handle = PyObject_GetAttr(seg, s_file);
+    if (handle == NULL) goto error;
+    tmp = PyObject_CallMethodNoArgs(handle, s_acquire);
+    if (tmp == NULL) goto error;
+    fd_ll = PyLong_AsLongLong(tmp);
+    Py_CLEAR(tmp);
+    if (fd_ll == -1 && PyErr_Occurred()) goto error;
+    r = write_all((int)fd_ll, buf, total, seg_size);
+    {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        tmp = PyObject_CallMethodNoArgs(handle, s_release);
+        if (tmp == NULL) {  /* the release's error replaces the write's, as in a finally block */
+            Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+            goto error;
+        }
+        Py_CLEAR(tmp);
+        PyErr_Restore(type, value, tb);
+    }
+    if (r < 0) goto error;
+    if (set_ll(seg, s_size, seg_size + total) < 0) goto error;
+    if (PyObject_SetAttr(seg, s_unsynced, Py_True) < 0) goto error;
+    if (set_ll(seg, s_next_offset, last_offset + 1) < 0) goto error;
+    headers = PyList_New(1);
+    if (headers == NULL) goto error;
+    Py_INCREF(header);
+    PyList_SET_ITEM(headers, 0, header);
+    recent_item = Py_BuildValue("(LO)", seg_size, headers);
+    if (recent_item == NULL) goto error;
+    tmp = PyObject_GetAttr(seg, s_recent);
+    if (tmp == NULL) goto error;
+    {
+        PyObject *ok = PyObject_CallMethodOneArg(tmp, s_append, recent_item);
+        Py_CLEAR(tmp);
+        if (ok == NULL) goto error;
+        Py_DECREF(ok);
+    }
+    Py_CLEAR(seg_max);
+    seg_max = PyObject_GetAttr(seg, s_max_ts);  /* read again, as the Python code does after the write */
+    if (seg_max == NULL) goto error;
+    if (seg_max == Py_None) {  /* reset meanwhile: the property reads it back, as in LogSegment.append */
+        Py_CLEAR(seg_max);
+        seg_max = PyObject_GetAttrString(seg, "max_timestamp_and_offset");
+        if (seg_max == NULL) goto error;
+    }
+    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) < 1) {
+        PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
+        goto error;
+    }
+    {
+        long long seg_max_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 0));
+        if (seg_max_ts == -1 && PyErr_Occurred()) goto error;
+        if (max_ts > seg_max_ts) {
+            tmp = Py_BuildValue("(LL)", max_ts, last_offset);
+            if (tmp == NULL || PyObject_SetAttr(seg, s_max_ts, tmp) < 0) goto error;
+            Py_CLEAR(tmp);
+        }
+    }
+    if (get_ll(seg, s_bytes_since_index, &bytes_since_index) < 0) goto error;
+    tmp = PyObject_GetAttr(seg, s_settings);
+    if (tmp == NULL) goto error;
+    r = get_ll(tmp, s_index_interval_bytes, &index_interval);
+    Py_CLEAR(tmp);
+    if (r < 0) goto error;
+    if (bytes_since_index > index_interval) {
+        tmp = PyObject_CallMethod(seg, "_append_index_entries", "LL", last_offset, seg_size);
+        if (tmp == NULL) goto error;
+        Py_CLEAR(tmp);
+        bytes_since_index = 0;
+    }
+    if (set_ll(seg, s_bytes_since_index, bytes_since_index + total) < 0) goto error;
+
+    /* PartitionLog.append, after the segment's write */
+    if (set_ll(log, s_leo, last_offset + 1) < 0) goto error;
+    tmp = PyObject_GetAttr(log, s_prefix_max_ts);
+    if (tmp == NULL) goto error;
+    if (tmp != Py_None) {
+        Py_ssize_t n = PyObject_Length(tmp);
+        if (n < 0) goto error;
+        PyObject *lastv = PySequence_GetItem(tmp, n - 1);
+        if (lastv == NULL) goto error;
+        long long prefix_last = PyLong_AsLongLong(lastv);
+        Py_DECREF(lastv);
+        if (prefix_last == -1 && PyErr_Occurred()) goto error;
+        if (max_ts > prefix_last) {
+            PyObject *v = PyLong_FromLongLong(max_ts);
+            if (v == NULL) goto error;
+            r = PySequence_SetItem(tmp, n - 1, v);
+            Py_DECREF(v);
+            if (r < 0) goto error;
+        }
+    }
+    Py_CLEAR(tmp);
+    if (leader_epoch >= 0) {
+        PyObject *cache = PyObject_GetAttr(log, s_leader_epoch_cache);
+        if (cache == NULL) goto error;
+        PyObject *latest = PyObject_GetAttr(cache, s_latest_epoch);
+        Py_DECREF(cache);
+        if (latest == NULL) goto error;
+        int assign = 1;
+        if (latest != Py_None) {
+            long long l = PyLong_AsLongLong(latest);
+            if (l == -1 && PyErr_Occurred()) { Py_DECREF(latest); goto error; }
+            assign = leader_epoch > l;
+        }
+        Py_DECREF(latest);
+        if (assign) {
+            tmp = PyObject_CallMethod(log, "_assign_epoch", "LL", leader_epoch, leo);
+            if (tmp == NULL) goto error;
+            Py_CLEAR(tmp);
+        }
+    }
+    if (h->producer_id >= 0) {
+        /* ProducerStateManager.update for this data batch: the entry checked above, in the same epoch,
+         * gets the batch's metadata. Anything that changed meanwhile goes through Python's update. */
+        long long entry_epoch;
+        PyObject *producers = PyObject_GetAttr(ps, s_producers);
+        if (producers == NULL) goto error;
+        PyObject *pid = PyLong_FromLongLong(h->producer_id);
+        if (pid == NULL) { Py_DECREF(producers); goto error; }
+        PyObject *now_entry = PyObject_GetItem(producers, pid);
+        Py_DECREF(pid);
+        Py_DECREF(producers);
+        if (now_entry == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
+            PyErr_Clear();
+        }
+        r = now_entry == entry ? get_ll(entry, s_producer_epoch, &entry_epoch) : 1;
+        Py_XDECREF(now_entry);
+        if (r < 0) goto error;
+        if (r == 0 && entry_epoch == h->producer_epoch) {
+            PyObject *meta = PyObject_CallFunction(BatchMetadata_t, "LLLLL", h->base_sequence, last_sequence, leo,
+                                                   last_offset, h->max_timestamp);
+            if (meta == NULL) goto error;
+            PyObject *batches = PyObject_GetAttr(entry, s_batches);
+            if (batches == NULL) { Py_DECREF(meta); goto error; }
+            PyObject *ok = PyObject_CallMethodOneArg(batches, s_append, meta);
+            Py_DECREF(batches);
+            Py_DECREF(meta);
+            if (ok == NULL) goto error;
+            Py_DECREF(ok);
+            if (set_ll(entry, s_last_timestamp, h->max_timestamp) < 0) goto error;
+        } else {
+            tmp = PyObject_CallMethodObjArgs(log, s_apply_producer_state, header, Py_None, seg, NULL);
+            if (tmp == NULL) goto error;
+            Py_CLEAR(tmp);
+        }
+    }
+    if (set_ll(ps, s_map_end_offset, last_offset + 1) < 0) goto error;
+    long long recovery_point, log_start_offset;
+    if (get_ll(log, s_recovery_point, &recovery_point) < 0) goto error;
+    if (last_offset + 1 - recovery_point >= flush_messages) {
+        tmp = PyObject_CallMethodNoArgs(log, s_flush);
+        if (tmp == NULL) goto error;
+        Py_CLEAR(tmp);
+    }
+    if (get_ll(log, s_log_start_offset, &log_start_offset) < 0) goto error;
+    result = PyObject_CallFunction(AppendInfo_t, "LLLLLLLn", leo, last_offset, max_ts, last_offset,
+                                   log_append_time_ms, log_start_offset, h->records_count, total);
+    goto done;
+
+fallback_or_error:
+    if (r < 0) goto error;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(tmp);
+    Py_XDECREF(ps);
+    Py_XDECREF(entry);
+    Py_XDECREF(segments);
+    Py_XDECREF(seg);
+    Py_XDECREF(seg_max);
+    Py_XDECREF(handle);
+    Py_XDECREF(header);
+    Py_XDECREF(headers);
+    Py_XDECREF(recent_item);
+    return result;
+}
+
+static PyObject *append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "append_batch(log, records, leader_epoch, log_append_time_ms)");
+        return NULL;
+    }
+    if (BatchHeader_t == NULL) Py_RETURN_NONE;  /* not configured: Python appends */
+    PyObject *log = args[0], *records = args[1];
+    long long leader_epoch = PyLong_AsLongLong(args[2]);
+    if (leader_epoch == -1 && PyErr_Occurred()) return NULL;
+    long long log_append_time_ms = PyLong_AsLongLong(args[3]);
+    if (log_append_time_ms == -1 && PyErr_Occurred()) return NULL;
+    if (!PyMemoryView_Check(records) || leader_epoch < INT32_MIN || leader_epoch > INT32_MAX) Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(records, &view, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();  /* read-only or not contiguous: Python copies it */
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL, *limits = NULL, *lock = NULL, *clock_v = NULL;
+    unsigned char *buf = (unsigned char *)view.buf;
+    const Py_ssize_t total = view.len;
+    Header h;
+    /* buffer_headers' checks, for exactly one batch filling the buffer */
+    if (total < HEADER_SIZE) goto fallback;
+    h.batch_length = (int32_t)rd32(buf + OFF_BATCH_LENGTH);
+    h.magic = buf[OFF_MAGIC];
+    h.crc = rd32(buf + OFF_CRC);
+    h.attributes = (int16_t)rd16(buf + OFF_ATTRIBUTES);
+    h.last_offset_delta = (int32_t)rd32(buf + OFF_LAST_OFFSET_DELTA);
+    h.base_timestamp = (int64_t)rd64(buf + OFF_BASE_TIMESTAMP);
+    h.max_timestamp = (int64_t)rd64(buf + OFF_MAX_TIMESTAMP);
+    h.producer_id = (int64_t)rd64(buf + OFF_PRODUCER_ID);
+    h.producer_epoch = (int16_t)rd16(buf + OFF_PRODUCER_EPOCH);
+    h.base_sequence = (int32_t)rd32(buf + OFF_BASE_SEQUENCE);
+    h.records_count = (int32_t)rd32(buf + OFF_RECORDS_COUNT);
+    if (h.magic != 2 || h.batch_length < MIN_BATCH_LENGTH || h.batch_length + LOG_OVERHEAD != total ||
+        h.last_offset_delta < 0 || h.records_count < 0 || (int64_t)rd64(buf) < 0)
+        goto fallback;
+    if (h.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG)) goto fallback;
+
+    int r = get_bool(log, s_offline);
+    if (r != 0) goto fallback_or_error;
+    r = get_bool(log, s_closed);
+    if (r != 0) goto fallback_or_error;
+    /* (max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms) */
+    limits = PyObject_CallMethodNoArgs(log, s_append_limits);
+    if (limits == NULL) goto error;
+    long long lim[5];
+    if (!PyTuple_Check(limits) || PyTuple_GET_SIZE(limits) != 5) goto fallback;
+    for (int i = 0; i < 5; i++) {
+        lim[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(limits, i));
+        if (lim[i] == -1 && PyErr_Occurred()) goto error;
+    }
+    if (h.batch_length + LOG_OVERHEAD > lim[0] || total > lim[1]) goto fallback;  /* refused by Python */
+    PyObject *clock = PyObject_GetAttr(log, s_clock);
+    if (clock == NULL) goto error;
+    clock_v = PyObject_CallNoArgs(clock);
+    Py_DECREF(clock);
+    if (clock_v == NULL) goto error;
+    long long now = PyLong_AsLongLong(clock_v);
+    if (now == -1 && PyErr_Occurred()) goto error;
+    lock = PyObject_GetAttr(log, s_lock);
+    if (lock == NULL) goto error;
+    PyObject *acquired = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (acquired == NULL) goto error;
+    Py_DECREF(acquired);
+    result = append_locked(log, buf, total, &h, leader_epoch, log_append_time_ms, now, lim[1], lim[2], lim[3]);
+    if (release_lock(lock) < 0) Py_CLEAR(result);
+    goto done;
+
+fallback_or_error:
+    if (r < 0) goto error;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(limits);
+    Py_XDECREF(lock);
+    Py_XDECREF(clock_v);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "configure(BatchHeader, AppendInfo, BatchMetadata)");
+        return NULL;
+    }
+    Py_XSETREF(BatchHeader_t, Py_NewRef(args[0]));
+    Py_XSETREF(AppendInfo_t, Py_NewRef(args[1]));
+    Py_XSETREF(BatchMetadata_t, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"append_batch", (PyCFunction)(void (*)(void))append_batch, METH_FASTCALL,
+     "append_batch(log, records, leader_epoch, log_append_time_ms): the AppendInfo of one client batch\n"
+     "appended as leader, or None when PartitionLog.append has to decide."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(BatchHeader, AppendInfo, BatchMetadata): the classes the appends build."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_leader_append", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+#define INTERN(var, text) do { if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; } while (0)
+
+PyMODINIT_FUNC PyInit__leader_append(void) {
+    INTERN(s_offline, "_offline");
+    INTERN(s_closed, "_closed");
+    INTERN(s_lock, "_lock");
+    INTERN(s_acquire, "acquire");
+    INTERN(s_release, "release");
+    INTERN(s_append_limits, "_append_limits");
+    INTERN(s_clock, "clock");
+    INTERN(s_producer_state, "producer_state");
+    INTERN(s_producers, "producers");
+    INTERN(s_verification_states, "verification_states");
+    INTERN(s_producer_epoch, "producer_epoch");
+    INTERN(s_batches, "batches");
+    INTERN(s_current_txn_first_offset, "current_txn_first_offset");
+    INTERN(s_last_timestamp, "last_timestamp");
+    INTERN(s_map_end_offset, "map_end_offset");
+    INTERN(s_segments, "_segments");
+    INTERN(s_size, "size");
+    INTERN(s_rolling_ts, "_rolling_ts");
+    INTERN(s_created_ms, "created_ms");
+    INTERN(s_roll_jitter_ms, "roll_jitter_ms");
+    INTERN(s_offset_index, "offset_index");
+    INTERN(s_time_index, "time_index");
+    INTERN(s_loaded, "_loaded");
+    INTERN(s_entries, "_entries");
+    INTERN(s_length, "_length");
+    INTERN(s_base_offset, "base_offset");
+    INTERN(s_leo, "_leo");
+    INTERN(s_max_ts, "_max_ts");
+    INTERN(s_file, "file");
+    INTERN(s_unsynced, "_unsynced");
+    INTERN(s_next_offset, "_next_offset");
+    INTERN(s_recent, "_recent");
+    INTERN(s_append, "append");
+    INTERN(s_bytes_since_index, "_bytes_since_index");
+    INTERN(s_settings, "settings");
+    INTERN(s_index_interval_bytes, "index_interval_bytes");
+    INTERN(s_prefix_max_ts, "_prefix_max_ts");
+    INTERN(s_leader_epoch_cache, "leader_epoch_cache");
+    INTERN(s_latest_epoch, "latest_epoch");
+    INTERN(s_apply_producer_state, "_apply_producer_state");
+    INTERN(s_recovery_point, "_recovery_point");
+    INTERN(s_flush, "flush");
+    INTERN(s_log_start_offset, "_log_start_offset");
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,42 @@
+"""The leader's append of one client batch in compiled code (``storage/_leader_append.c``), where built.
+
+A producer's request carries one batch per partition, and each goes through ``PartitionLog.append``:
+with a thousand partitions, that Python is most of the broker's CPU. The compiled function does the
+same for the common case (one plain batch of no producer or of a known one, next in its sequence, in a
+segment that does not roll) and returns None for everything else before it changes anything, so
+``PartitionLog.append`` still decides every other append with its own errors. Without a C compiler the
+extension is not built and every append goes through Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from storage.batch_headers import BatchHeader
+from storage.producer_state import BatchMetadata
+
+# append_batch(log, records, leader_epoch, log_append_time_ms) -> AppendInfo | None
+AppendBatch = Callable[[Any, Any, int, int], Any]
+
+# The tuples and dataclass the compiled code builds, by position: a change here must be made there too.
+_BATCH_HEADER_FIELDS = ("position", "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
+                        "attributes", "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
+                        "producer_epoch", "base_sequence", "records_count")
+_BATCH_METADATA_FIELDS = ("first_seq", "last_seq", "first_offset", "last_offset", "timestamp")
+_APPEND_INFO_FIELDS = ("first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp",
+                       "log_append_time_ms", "log_start_offset", "records_count", "valid_bytes", "duplicate")
+
+
+def compiled_append_batch(append_info_cls: type) -> AppendBatch | None:
+    """The compiled append, configured to build ``append_info_cls``; None when it is not built or the
+    classes it builds have changed shape."""
+    try:
+        from storage import _leader_append
+    except ImportError:  # pragma: no cover - the slim image has no compiler
+        return None
+    if (BatchHeader._fields != _BATCH_HEADER_FIELDS or BatchMetadata._fields != _BATCH_METADATA_FIELDS
+            or tuple(getattr(append_info_cls, "__slots__", ())) != _APPEND_INFO_FIELDS):
+        return None
+    _leader_append.configure(BatchHeader, append_info_cls, BatchMetadata)
+    return _leader_append.append_batch
