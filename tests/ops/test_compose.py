@@ -367,6 +367,18 @@ def kcat(stack: Stack, *args: str, stdin: str | None = None) -> str:
     return proc.stdout
 
 
+def broker_history(stack: Stack) -> str:
+    """Each broker's start time and restart count, and the end of its log: what an assertion on the
+    cluster's metadata prints, since a broker that restarted answers with an empty broker list until
+    the controller's first UpdateMetadata reaches it."""
+    out = []
+    for b in BROKERS:
+        info = json.loads(stack.podman("inspect", "--type", "container", stack.container(b)).stdout)[0]
+        out.append(f"{b}: started {info['State'].get('StartedAt')}, restarts {info.get('RestartCount', '?')}, "
+                   f"log:\n{stack.logs(b)[-2000:]}")
+    return "\n".join(out)
+
+
 def test_host_clients_through_external_listeners(stack: Stack) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -381,7 +393,7 @@ def test_host_clients_through_external_listeners(stack: Stack) -> None:
     # kcat (librdkafka): metadata lists every broker at its EXTERNAL (host) address.
     md = json.loads(kcat(stack, "-L", "-J", "-t", topic))
     assert {(b["id"], b["name"]) for b in md["brokers"]} == {
-        (i, f"localhost:{stack.ports[b]}") for i, b in enumerate(BROKERS, 1)}
+        (i, f"localhost:{stack.ports[b]}") for i, b in enumerate(BROKERS, 1)}, broker_history(stack)
     (t,) = md["topics"]
     assert t["topic"] == topic and len(t["partitions"]) == 3
     assert all(len(p["replicas"]) == 3 and len(p["isrs"]) == 3 for p in t["partitions"])
