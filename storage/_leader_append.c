@@ -1,12 +1,12 @@
 /*
- * The leader's append of one client batch, compiled: storage.leader_append.append_batch.
+ * The leader's append of one client batch, compiled (used through storage/leader_append.py).
  *
  * A producer's request carries one batch per partition, and for each the broker runs
  * PartitionLog.append: the header parsed again, the producer's epoch and sequence checked, the
  * segment's roll conditions asked, the offsets and leader epoch stamped in place, the write, the
- * segment's and the log's bookkeeping, the producer state updated. In Python that is some sixty
- * function calls and hundreds of attribute reads a batch; with a thousand partitions it is most of
- * the broker's CPU. This is the same sequence, for the common case only:
+ * segment's and the log's bookkeeping, the producer state updated. In Python that is dozens of
+ * function calls a batch, and with a thousand partitions it was most of the broker's CPU. This is the
+ * same sequence, for the common case only:
  *
  *   - exactly one v2 batch, neither transactional nor a control batch, in a writable buffer;
  *   - within max.message.bytes and segment.bytes;
@@ -105,8 +105,8 @@ static inline long long floor_div(long long a, long long b) {
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-/* Is the producer's batch (same epoch as its entry) neither a retry nor out of sequence, and the entry
- * without an open transaction? 1 yes, 0 no (Python decides), -1 error. Sets *last_sequence. */
+/* Is the producer's batch (same epoch as its entry) neither a retry of one of the entry's last batches
+ * nor out of sequence, and the entry without an open transaction? 1 yes, 0 no (Python decides), -1 error. */
 static int producer_batch_follows(PyObject *entry, long long base_seq, long long last_sequence) {
     int ok = 0;
     PyObject *batches = NULL, *it = NULL, *b = NULL, *txn = NULL;
