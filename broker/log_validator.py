@@ -292,6 +292,26 @@ def validate_produce_records(records: memoryview, *, topic_partition: str, max_m
     return ValidatedBatch(batch, data, count, size, batch_max, needs_rebuild, codec != CompressionType.NONE)
 
 
+def keeps_plain_batches_as_produced(timestamp_type: str, topic_compression: str) -> bool:
+    """Does a topic with this config store a valid uncompressed CreateTime batch exactly as produced
+    (no recompression, no new timestamp)? Then :func:`accept_as_produced` may decide its batches."""
+    return (check_plain_batch is not None and timestamp_type == "CreateTime"
+            and _CODEC_BY_NAME.get(topic_compression, CompressionType.NONE) == CompressionType.NONE)
+
+
+def accept_as_produced(records: memoryview, max_message_bytes: int, now_ms: int, before_max_ms: int,
+                       after_max_ms: int, compacted: bool) -> int:
+    """The common produce to a topic that :func:`keeps_plain_batches_as_produced`: one uncompressed
+    batch that passes every check of :func:`validate_produce_records` and whose header already holds
+    its largest record timestamp, so that it is stored byte for byte as received. Its record count,
+    or -1 when :func:`validate_produce_records` must decide (with Kafka's error for what is wrong)."""
+    assert check_plain_batch is not None  # keeps_plain_batches_as_produced says no without it
+    accepted = check_plain_batch(records, max_message_bytes, now_ms, before_max_ms, after_max_ms, True, compacted)
+    if accepted is None or _INT64.unpack_from(records, MAX_TIMESTAMP_OFFSET)[0] != accepted[1]:
+        return -1
+    return accepted[0]  # type: ignore[no-any-return]
+
+
 def _validate_batch_header(tp: str, attributes: int, last_delta: int, count: int, producer_id: int,
                            base_sequence: int) -> None:
     """``LogValidator.validateBatch`` for a client's v2 batch (baseOffset is the client's, 0)."""

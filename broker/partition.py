@@ -65,8 +65,9 @@ class Partition:
     # ``log`` once caught up: broker/alter_log_dirs.py.
     future_log: PartitionLog | None = None
     # ReplicaManager's LogValidator settings for produce, built from ``config`` (and kept with it).
-    produce_validation: tuple[Any, Any, dict[str, Any], str, str] | None = field(default=None, repr=False,
-                                                                          compare=False)
+    # The last item: what accept_as_produced needs, when the topic stores plain batches as produced.
+    produce_validation: tuple[Any, Any, dict[str, Any], str, str, tuple[int, int, int, bool] | None] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def is_leader(self) -> bool:

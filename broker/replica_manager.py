@@ -20,7 +20,10 @@ from broker.deferred_response import DeferredResponse
 from broker.fetch_session import FetchManager
 from broker.log_validator import (
     COMPILED_SCANNER,
+    ValidatedBatch,
     ValidationError,
+    accept_as_produced,
+    keeps_plain_batches_as_produced,
     needs_recompression,
     stamp_for_append,
     validate_produce_records,
@@ -473,24 +476,38 @@ class ReplicaManager:
                 timestamp_type=cfg.message_timestamp_type, before_max_ms=cfg.message_timestamp_before_max_ms,
                 after_max_ms=cfg.message_timestamp_after_max_ms, compacted=cfg.compact,
                 max_decompressed_bytes=max(cfg.max_message_bytes, fetch_max_bytes)),
-                cfg.compression_type, cfg.message_timestamp_type)
-        kwargs = dict(cached[2], now_ms=now, version=version)
-        compression_type, timestamp_type = cached[3], cached[4]
+                cfg.compression_type, cfg.message_timestamp_type,
+                (cfg.max_message_bytes, cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms,
+                 cfg.compact)
+                if keeps_plain_batches_as_produced(cfg.message_timestamp_type, cfg.compression_type) else None)
+        as_produced = cached[5]
+        off_loop = _validate_off_loop(records)
+        count = -1
+        vb: ValidatedBatch | None
         try:
-            if _validate_off_loop(records):
+            if as_produced is not None and not off_loop:
+                # The common produce: one valid uncompressed batch, stored exactly as it came.
+                count = accept_as_produced(records, as_produced[0], now, as_produced[1], as_produced[2],
+                                           as_produced[3])
+            if count >= 0:
+                vb = None
+            elif off_loop:
                 # Big batches: decompression runs without the GIL, and so does the compiled record
                 # scan (the Python one hands it back between pieces), so the loop never waits for a
                 # whole batch.
-                vb = await asyncio.get_running_loop().run_in_executor(
-                    None, functools.partial(validate_produce_records, records, yield_gil=True, **kwargs))
+                vb = await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+                    validate_produce_records, records, yield_gil=True, now_ms=now, version=version, **cached[2]))
             else:
-                vb = validate_produce_records(records, **kwargs)
+                vb = validate_produce_records(records, now_ms=now, version=version, **cached[2])
         except ValidationError:
             raise
         except Exception as e:  # noqa: BLE001 - a validator bug must cost one partition's answer, no more
             # Kafka answers any unexpected failure of an append with UNKNOWN_SERVER_ERROR.
             log.exception("validating a produce to %s-%s failed unexpectedly", tp[0], tp[1])
             raise ValidationError(ErrorCode.UNKNOWN_SERVER_ERROR, f"unexpected {type(e).__name__}") from None
+        if vb is None:
+            return self._append_validated(tp, p, records, count, len(records), acks, -1)
+        compression_type, timestamp_type = cached[3], cached[4]
         target = needs_recompression(vb.batch, compression_type)
         if target is None and vb.needs_rebuild:
             # Inner offsets that do not run 0..n-1 in a batch Kafka meant to keep as it is: Kafka
@@ -504,19 +521,24 @@ class ReplicaManager:
             vb.batch = BatchView(vb.data)
             vb.create_time_stamped = False  # a new header: stamp_for_append reads it
         stamp_for_append(vb, timestamp_type=timestamp_type, now_ms=now)
-        data = vb.data
-        log_append_time = now if timestamp_type == "LogAppendTime" else -1
+        return self._append_validated(tp, p, vb.data, vb.records_count, vb.size, acks,
+                                      now if timestamp_type == "LogAppendTime" else -1)
+
+    def _append_validated(self, tp: TP, p: Partition, data: memoryview, records_count: int, size: int, acks: int,
+                          log_append_time: int) -> tuple[ErrorCode, Any, Any]:
+        """Append one partition's validated batch (``size`` bytes as received) as leader, count it, and
+        wake who waits on it."""
         try:
             info = p.append_as_leader(data, acks, log_append_time)
         except StorageError as e:
             raise PartitionError(_storage_error_code(e), str(e)) from None
-        self.messages_in += vb.records_count
-        self.bytes_in += vb.size
+        self.messages_in += records_count
+        self.bytes_in += size
         ts = self.topic_stats.get(tp[0])
         if ts is None:
             ts = self.topic_stats[tp[0]] = [0, 0, 0]
-        ts[0] += vb.records_count
-        ts[1] += vb.size
+        ts[0] += records_count
+        ts[1] += size
         self.notify_append(tp)
         if p.high_watermark > info.last_offset:
             self.notify_hw(tp)

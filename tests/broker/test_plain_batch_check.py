@@ -22,7 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import broker.log_validator as log_validator
-from broker.log_validator import ValidationError, validate_produce_records
+from broker.log_validator import (
+    ValidationError,
+    accept_as_produced,
+    keeps_plain_batches_as_produced,
+    stamp_for_append,
+    validate_produce_records,
+)
 from protocol.compression import CompressionType
 from protocol.record_scan import check_plain_batch
 from protocol.records import NewRecord, build_batch
@@ -66,10 +72,29 @@ def shortcut(data: bytes, **overrides: Any) -> tuple[int, int] | None:
                              kwargs["timestamp_type"] == "CreateTime", kwargs["compacted"])
 
 
+def stored_as_is(data: bytes, **overrides: Any) -> bool:
+    """What ``accept_as_produced`` says, checked against the validator and the stamping after it: a
+    count means the validator accepts the batch with that count and stores its bytes unchanged."""
+    kwargs = {**DEFAULTS, **overrides}
+    if kwargs["timestamp_type"] != "CreateTime":
+        return False
+    count = accept_as_produced(memoryview(bytearray(data)), kwargs["max_message_bytes"], kwargs["now_ms"],
+                               kwargs["before_max_ms"], kwargs["after_max_ms"], kwargs["compacted"])
+    if count < 0:
+        return False
+    vb = validate_produce_records(memoryview(bytearray(data)), **kwargs)
+    stamp_for_append(vb, timestamp_type="CreateTime", now_ms=kwargs["now_ms"])
+    assert (vb.records_count, vb.size, bytes(vb.data)) == (count, len(data), data), (data.hex(), overrides)
+    return True
+
+
 def agree(data: bytes, **overrides: Any) -> str:
     """The shortcut's answer is None or exactly what the validator accepts; says which it was."""
     got = shortcut(data, **overrides)
     expected = reference(data, **overrides)
+    as_is = stored_as_is(data, **overrides)
+    if got is None:
+        assert not as_is
     if got is None:
         return "declined"
     assert expected[0] == "accepted", (data.hex(), overrides, expected)
@@ -162,6 +187,25 @@ def test_every_rule_broken_once_is_declined() -> None:
     assert shortcut(batch(5, ts=NOW + 10_000), after_max_ms=1000) is None
     assert shortcut(good, max_message_bytes=len(good) - 1) is None
     assert shortcut(good, max_message_bytes=len(good)) == (5, NOW)
+
+
+def test_what_is_stored_as_produced() -> None:
+    """The produce path's shortcut takes only batches stored byte for byte as they came: a header whose
+    maxTimestamp is not the records' largest is stamped by the validator's path instead."""
+    assert keeps_plain_batches_as_produced("CreateTime", "producer")
+    assert keeps_plain_batches_as_produced("CreateTime", "uncompressed")
+    assert not keeps_plain_batches_as_produced("CreateTime", "gzip")
+    assert not keeps_plain_batches_as_produced("LogAppendTime", "producer")
+    good = batch(5, producer_id=3, base_sequence=0)
+    assert stored_as_is(good)
+    assert stored_as_is(good, compacted=True)
+    late_header = patched(good, ">q", 35, NOW - 100)
+    assert shortcut(late_header) == (5, NOW)
+    assert not stored_as_is(late_header)
+    assert reference(late_header)[0] == "accepted"
+    vb = validate_produce_records(memoryview(bytearray(late_header)), **DEFAULTS)
+    stamp_for_append(vb, timestamp_type="CreateTime", now_ms=NOW)
+    assert bytes(vb.data) == good
 
 
 def test_limits_beyond_64_bits_are_left_to_the_validator() -> None:
