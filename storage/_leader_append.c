@@ -16,14 +16,24 @@
  *   - a segment that does not roll, whose rolling timestamp, largest timestamp and indexes are loaded.
  *
  * Anything else returns None before anything is changed, and PartitionLog.append runs as before,
- * with its own errors. The order of the steps, and what each leaves behind if the write or an
+ * with its own errors.
+ *
+ * The steps that are Python methods elsewhere are done here too where they are a few loads and stores,
+ * since each Python call a batch costs about a microsecond: the segment file's reference
+ * (FileHandle.acquire/release for an open file), the index entries (a store into the active index's
+ * mapping where its page is allocated), the config's limits from their cache, the broker's clock, the
+ * epoch cache's latest epoch, and the BatchHeader, BatchMetadata and AppendInfo built without running
+ * their constructors. Each hands anything else to the Python method. A change to one of those methods
+ * must be made here too: the tests compare both paths' files and state after every append. The order of the steps, and what each leaves behind if the write or an
  * index fails, are PartitionLog.append's and LogSegment.append's: tests/storage/test_leader_append.py
  * runs both on the same sequences and compares the files and the state they leave.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Record batch v2 header (storage/batch_headers.py). */
@@ -47,7 +57,10 @@
 #define INT32_MAX_ 2147483647LL
 #define NO_PRODUCER_EPOCH (-1)
 
-static PyObject *BatchHeader_t = NULL, *AppendInfo_t = NULL, *BatchMetadata_t = NULL;
+static PyObject *BatchHeader_t = NULL, *AppendInfo_t = NULL, *BatchMetadata_t = NULL, *now_ms_fn = NULL;
+/* AppendInfo's slots, in the order of its fields: it is built without running its __init__. */
+#define APPEND_INFO_FIELDS 9
+static PyMemberDef *append_info_members[APPEND_INFO_FIELDS];
 
 static PyObject *s_offline, *s_closed, *s_lock, *s_acquire, *s_release, *s_append_limits, *s_clock,
     *s_producer_state, *s_producers, *s_verification_states, *s_producer_epoch, *s_batches,
@@ -56,7 +69,9 @@ static PyObject *s_offline, *s_closed, *s_lock, *s_acquire, *s_release, *s_appen
     *s_entries, *s_length, *s_base_offset, *s_leo, *s_max_ts, *s_file, *s_unsynced, *s_next_offset,
     *s_recent, *s_append, *s_bytes_since_index, *s_settings, *s_index_interval_bytes,
     *s_prefix_max_ts, *s_leader_epoch_cache, *s_latest_epoch,
-    *s_apply_producer_state, *s_recovery_point, *s_flush, *s_log_start_offset;
+    *s_apply_producer_state, *s_recovery_point, *s_flush, *s_log_start_offset, *s_config, *s_limits_cache,
+    *s_epochs, *s_cache, *s_cache_lock, *s_refs, *s_fd, *s_idle, *s_pop, *s_open_count, *s_capacity,
+    *s_appended, *s_mm, *s_mm_writable, *s_allocated, *s_writer, *s_last, *s_last_unread;
 
 static inline uint64_t rd64(const unsigned char *p) {
     return ((uint64_t)p[0] << 56) | ((uint64_t)p[1] << 48) | ((uint64_t)p[2] << 40) | ((uint64_t)p[3] << 32) |
@@ -96,6 +111,113 @@ static int set_ll(PyObject *obj, PyObject *name, long long value) {
     if (v == NULL) return -1;
     int r = PyObject_SetAttr(obj, name, v);
     Py_DECREF(v);
+    return r;
+}
+
+/* A namedtuple of ``values`` (stolen) without the Python frame of its __new__: tuple.__new__(type, values). */
+static PyObject *new_named_tuple(PyObject *type, PyObject *values) {
+    if (values == NULL) return NULL;
+    PyObject *args = PyTuple_Pack(1, values);
+    Py_DECREF(values);
+    if (args == NULL) return NULL;
+    PyObject *o = PyTuple_Type.tp_new((PyTypeObject *)type, args, NULL);
+    Py_DECREF(args);
+    return o;
+}
+
+/* now_ms(): time.time_ns() // 1_000_000, from the same clock. */
+static long long realtime_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* lock.acquire() (a threading lock's, implemented in C). 0, or -1 with an exception. */
+static int acquire_lock(PyObject *lock) {
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int release_lock(PyObject *lock);
+
+/* FileHandle.acquire(), done here for a handle whose file is open, under its cache's lock as there: a
+ * reference taken, and the handle out of the idle list if it was idle. Any other case (closed, or not
+ * open: an open may evict others) is FileHandle.acquire's own, called under the same re-entrant lock.
+ * The descriptor, or -1 with an exception. */
+static long long handle_acquire(PyObject *handle) {
+    long long fd = -1, refs;
+    PyObject *cache = PyObject_GetAttr(handle, s_cache), *lock = NULL;
+    if (cache == NULL) return -1;
+    lock = PyObject_GetAttr(cache, s_cache_lock);
+    if (lock == NULL || acquire_lock(lock) < 0) { Py_DECREF(cache); Py_XDECREF(lock); return -1; }
+    int closed = get_bool(handle, s_closed);
+    if (closed < 0 || get_ll(handle, s_fd, &fd) < 0 || get_ll(handle, s_refs, &refs) < 0) { fd = -1; goto out; }
+    if (closed || fd < 0) {
+        PyObject *v = PyObject_CallMethodNoArgs(handle, s_acquire);
+        fd = v == NULL ? -1 : PyLong_AsLongLong(v);
+        Py_XDECREF(v);
+        goto out;
+    }
+    if (refs == 0) {
+        PyObject *idle = PyObject_GetAttr(cache, s_idle);
+        PyObject *key = PyLong_FromVoidPtr(handle);
+        PyObject *popped = (idle && key) ? PyObject_CallMethodObjArgs(idle, s_pop, key, Py_None, NULL) : NULL;
+        Py_XDECREF(idle);
+        Py_XDECREF(key);
+        if (popped == NULL) { fd = -1; goto out; }
+        Py_DECREF(popped);
+    }
+    if (set_ll(handle, s_refs, refs + 1) < 0) fd = -1;
+out:
+    if (release_lock(lock) < 0) fd = -1;
+    Py_DECREF(lock);
+    Py_DECREF(cache);
+    return fd;
+}
+
+/* FileHandle.release(), done here while the file stays open: the reference dropped and, the last one,
+ * the handle made idle (most recent) with the cache trimmed to its capacity. A closed handle's release
+ * (which closes the file) is FileHandle.release's own. 0, or -1 with an exception. */
+static int handle_release(PyObject *handle) {
+    long long fd, refs, open_count, capacity;
+    int r = -1;
+    PyObject *cache = PyObject_GetAttr(handle, s_cache), *lock = NULL;
+    if (cache == NULL) return -1;
+    lock = PyObject_GetAttr(cache, s_cache_lock);
+    if (lock == NULL || acquire_lock(lock) < 0) { Py_DECREF(cache); Py_XDECREF(lock); return -1; }
+    int closed = get_bool(handle, s_closed);
+    if (closed < 0 || get_ll(handle, s_fd, &fd) < 0 || get_ll(handle, s_refs, &refs) < 0) goto out;
+    refs -= 1;
+    if (refs > 0 || fd < 0 || closed) {
+        if (refs > 0) {
+            r = set_ll(handle, s_refs, refs);
+        } else {
+            PyObject *v = PyObject_CallMethodNoArgs(handle, s_release);
+            r = v == NULL ? -1 : 0;
+            Py_XDECREF(v);
+        }
+        goto out;
+    }
+    if (set_ll(handle, s_refs, refs) < 0) goto out;
+    PyObject *idle = PyObject_GetAttr(cache, s_idle);
+    PyObject *key = PyLong_FromVoidPtr(handle);
+    int stored = (idle && key) ? PyObject_SetItem(idle, key, handle) : -1;
+    Py_XDECREF(idle);
+    Py_XDECREF(key);
+    if (stored < 0) goto out;
+    if (get_ll(cache, s_open_count, &open_count) < 0 || get_ll(cache, s_capacity, &capacity) < 0) goto out;
+    if (open_count > capacity) {
+        PyObject *v = PyObject_CallMethod(cache, "_evict_over", "L", capacity);
+        if (v == NULL) goto out;
+        Py_DECREF(v);
+    }
+    r = 0;
+out:
+    if (release_lock(lock) < 0) r = -1;
+    Py_DECREF(lock);
+    Py_DECREF(cache);
     return r;
 }
 
@@ -239,6 +361,160 @@ static int release_lock(PyObject *lock) {
     return type != NULL ? -1 : 0;
 }
 
+/* _Index._write_entry's common case: a store of (key, value) into the active index's writable mapping,
+ * where the entry's blocks are known allocated. 1 stored, 0 not this case (nothing changed), -1 error. */
+static int index_store(PyObject *index, long long entries, int entry_size, long long key, long long value) {
+    long long allocated;
+    int r = get_bool(index, s_mm_writable);
+    if (r <= 0) return r;
+    PyObject *writer = PyObject_GetAttr(index, s_writer);
+    if (writer == NULL) return -1;
+    int has_writer = writer != Py_None;
+    Py_DECREF(writer);
+    if (!has_writer) return 0;
+    if (get_ll(index, s_allocated, &allocated) < 0) return -1;
+    const long long pos = entries * entry_size, end = pos + entry_size;
+    if (end > allocated) return 0;  /* the page's blocks are allocated first: Python */
+    PyObject *mm = PyObject_GetAttr(index, s_mm);
+    if (mm == NULL) return -1;
+    Py_buffer b;
+    if (PyObject_GetBuffer(mm, &b, PyBUF_WRITABLE) < 0) {
+        Py_DECREF(mm);
+        PyErr_Clear();
+        return 0;
+    }
+    if (b.len < end) {
+        PyBuffer_Release(&b);
+        Py_DECREF(mm);
+        return 0;
+    }
+    unsigned char *p = (unsigned char *)b.buf + pos;
+    if (entry_size == 8) {  /* offset index: relativeOffset int32, position int32 */
+        wr32(p, (uint32_t)(int32_t)key);
+        wr32(p + 4, (uint32_t)(int32_t)value);
+    } else {  /* time index: timestamp int64, relativeOffset int32 */
+        wr64(p, (uint64_t)key);
+        wr32(p + 8, (uint32_t)(int32_t)value);
+    }
+    PyBuffer_Release(&b);
+    Py_DECREF(mm);
+    if (PyObject_SetAttr(index, s_unsynced, Py_True) < 0) return -1;
+    if (set_ll(index, s_entries, entries + 1) < 0) return -1;
+    return 1;
+}
+
+/* OffsetIndex.append(offset, position) for a loaded index whose last appended offset is known: 1 done,
+ * 0 not this case (nothing changed: OffsetIndex.append decides, with its errors), -1 error. */
+static int offset_index_append(PyObject *index, long long offset, long long position) {
+    long long entries, base;
+    int r = get_bool(index, s_loaded);
+    if (r <= 0) return r;
+    if (get_ll(index, s_entries, &entries) < 0) return -1;
+    if (entries) {
+        PyObject *appended = PyObject_GetAttr(index, s_appended);
+        if (appended == NULL) return -1;
+        if (!PyTuple_Check(appended) || PyTuple_GET_SIZE(appended) != 2) { Py_DECREF(appended); return 0; }
+        long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(appended, 0));
+        long long last = PyLong_AsLongLong(PyTuple_GET_ITEM(appended, 1));
+        Py_DECREF(appended);
+        if (PyErr_Occurred()) return -1;
+        if (n != entries || offset <= last) return 0;
+    }
+    if (get_ll(index, s_base_offset, &base) < 0) return -1;
+    const long long rel = offset - base;
+    if (rel < 0 || rel > INT32_MAX_ || position < 0 || position > INT32_MAX_) return 0;
+    r = index_store(index, entries, 8, rel, position);
+    if (r != 1) return r;
+    PyObject *appended = Py_BuildValue("(LL)", entries + 1, offset);
+    if (appended == NULL) return -1;
+    r = PyObject_SetAttr(index, s_appended, appended);
+    Py_DECREF(appended);
+    return r < 0 ? -1 : 1;
+}
+
+/* TimeIndex.maybe_append(timestamp, offset) for a loaded index with room and a known last entry: 1 done
+ * (an entry, or none needed), 0 not this case (nothing changed: maybe_append decides), -1 error. */
+static int time_index_maybe_append(PyObject *index, long long timestamp, long long offset) {
+    long long entries, length, base;
+    int r = get_bool(index, s_loaded);
+    if (r <= 0) return r;
+    if (get_ll(index, s_entries, &entries) < 0 || get_ll(index, s_length, &length) < 0) return -1;
+    if (entries >= floor_div(length, 12) - 1) return 0;  /* full */
+    r = get_bool(index, s_last_unread);
+    if (r != 0) return r < 0 ? -1 : 0;
+    PyObject *last = PyObject_GetAttr(index, s_last);
+    if (last == NULL) return -1;
+    if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2) { Py_DECREF(last); return 0; }
+    long long last_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 0));
+    long long last_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1));
+    Py_DECREF(last);
+    if (PyErr_Occurred()) return -1;
+    if (entries && offset < last_offset) return 0;
+    if (timestamp <= last_ts) return 1;
+    if (entries * 12 + 12 > length) return 0;  /* a resize */
+    if (get_ll(index, s_base_offset, &base) < 0) return -1;
+    const long long rel = offset - base;
+    if (rel < 0 || rel > INT32_MAX_) return 0;
+    r = index_store(index, entries, 12, timestamp, rel);
+    if (r != 1) return r;
+    last = Py_BuildValue("(LL)", timestamp, offset);
+    if (last == NULL) return -1;
+    r = PyObject_SetAttr(index, s_last, last);
+    Py_DECREF(last);
+    return r < 0 ? -1 : 1;
+}
+
+/* LogSegment._append_index_entries(offset, position), with the segment's largest timestamp and its
+ * offset: the entries that are not stores of the common case go through the Python methods, and one
+ * that cannot be written (OSError) is skipped, as there. 0, or -1 with an exception. */
+static int append_index_entries(PyObject *seg, long long offset, long long position, long long ts,
+                                long long ts_offset) {
+    PyObject *index = PyObject_GetAttr(seg, s_offset_index), *v;
+    if (index == NULL) return -1;
+    int r = offset_index_append(index, offset, position);
+    Py_DECREF(index);
+    if (r < 0) return -1;
+    if (r == 0) {
+        v = PyObject_CallMethod(seg, "_append_index_entries", "LL", offset, position);
+        if (v == NULL) return -1;
+        Py_DECREF(v);
+        return 0;
+    }
+    index = PyObject_GetAttr(seg, s_time_index);
+    if (index == NULL) return -1;
+    r = time_index_maybe_append(index, ts, ts_offset);
+    if (r == 0) {
+        v = PyObject_CallMethod(index, "maybe_append", "LL", ts, ts_offset);
+        if (v != NULL) {
+            Py_DECREF(v);
+        } else if (PyErr_ExceptionMatches(PyExc_OSError)) {
+            PyErr_Clear();
+        } else {
+            r = -1;
+        }
+    }
+    Py_DECREF(index);
+    return r < 0 ? -1 : 0;
+}
+
+/* AppendInfo(...) without running its __init__: its slots set in field order (see configure). */
+static PyObject *new_append_info(const long long *values, Py_ssize_t valid_bytes) {
+    PyTypeObject *tp = (PyTypeObject *)AppendInfo_t;
+    PyObject *o = tp->tp_alloc(tp, 0);
+    if (o == NULL) return NULL;
+    for (int i = 0; i < APPEND_INFO_FIELDS; i++) {
+        PyObject *v = i < 7 ? PyLong_FromLongLong(values[i])
+                    : i == 7 ? PyLong_FromSsize_t(valid_bytes) : Py_NewRef(Py_False);
+        if (v == NULL || PyMember_SetOne((char *)o, append_info_members[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(o);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return o;
+}
+
 typedef struct {
     long long batch_length, crc, attributes, last_offset_delta, base_timestamp, max_timestamp,
         producer_id, producer_epoch, base_sequence, records_count;
@@ -311,31 +587,26 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
      * leader epoch go into the buffer in place: fields outside the CRC. */
     wr64(buf, (uint64_t)leo);
     wr32(buf + OFF_EPOCH, (uint32_t)(int32_t)leader_epoch);
-    header = PyObject_CallFunction(BatchHeader_t, "iLLLiLLLLLLLLL", 0, leo, h->batch_length, leader_epoch, h->magic,
-                                   h->crc, h->attributes, h->last_offset_delta, h->base_timestamp,
-                                   h->max_timestamp, h->producer_id, h->producer_epoch, h->base_sequence,
-                                   h->records_count);
+    header = new_named_tuple(BatchHeader_t, Py_BuildValue(
+        "(iLLLiLLLLLLLLL)", 0, leo, h->batch_length, leader_epoch, h->magic, h->crc, h->attributes,
+        h->last_offset_delta, h->base_timestamp, h->max_timestamp, h->producer_id, h->producer_epoch,
+        h->base_sequence, h->records_count));
     if (header == NULL) goto error;
 
     /* LogSegment.append */
     if (seg_size == 0 && set_ll(seg, s_rolling_ts, max_ts) < 0) goto error;
     handle = PyObject_GetAttr(seg, s_file);
     if (handle == NULL) goto error;
-    tmp = PyObject_CallMethodNoArgs(handle, s_acquire);
-    if (tmp == NULL) goto error;
-    fd_ll = PyLong_AsLongLong(tmp);
-    Py_CLEAR(tmp);
+    fd_ll = handle_acquire(handle);
     if (fd_ll == -1 && PyErr_Occurred()) goto error;
     r = write_all((int)fd_ll, buf, total, seg_size);
     {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        tmp = PyObject_CallMethodNoArgs(handle, s_release);
-        if (tmp == NULL) {  /* the release's error replaces the write's, as in a finally block */
+        if (handle_release(handle) < 0) {  /* the release's error replaces the write's, as in a finally block */
             Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
             goto error;
         }
-        Py_CLEAR(tmp);
         PyErr_Restore(type, value, tb);
     }
     if (r < 0) goto error;
@@ -368,14 +639,22 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
         PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
         goto error;
     }
-    {
-        long long seg_max_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 0));
-        if (seg_max_ts == -1 && PyErr_Occurred()) goto error;
-        if (max_ts > seg_max_ts) {
-            tmp = Py_BuildValue("(LL)", max_ts, last_offset);
-            if (tmp == NULL || PyObject_SetAttr(seg, s_max_ts, tmp) < 0) goto error;
-            Py_CLEAR(tmp);
+    /* The segment's largest timestamp and its offset after this batch, which its time index entry gets. */
+    long long seg_max_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 0)), seg_max_offset;
+    if (seg_max_ts == -1 && PyErr_Occurred()) goto error;
+    if (max_ts > seg_max_ts) {
+        tmp = Py_BuildValue("(LL)", max_ts, last_offset);
+        if (tmp == NULL || PyObject_SetAttr(seg, s_max_ts, tmp) < 0) goto error;
+        Py_CLEAR(tmp);
+        seg_max_ts = max_ts;
+        seg_max_offset = last_offset;
+    } else {
+        if (PyTuple_GET_SIZE(seg_max) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
+            goto error;
         }
+        seg_max_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 1));
+        if (seg_max_offset == -1 && PyErr_Occurred()) goto error;
     }
     if (get_ll(seg, s_bytes_since_index, &bytes_since_index) < 0) goto error;
     tmp = PyObject_GetAttr(seg, s_settings);
@@ -384,9 +663,7 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
     Py_CLEAR(tmp);
     if (r < 0) goto error;
     if (bytes_since_index > index_interval) {
-        tmp = PyObject_CallMethod(seg, "_append_index_entries", "LL", last_offset, seg_size);
-        if (tmp == NULL) goto error;
-        Py_CLEAR(tmp);
+        if (append_index_entries(seg, last_offset, seg_size, seg_max_ts, seg_max_offset) < 0) goto error;
         bytes_since_index = 0;
     }
     if (set_ll(seg, s_bytes_since_index, bytes_since_index + total) < 0) goto error;
@@ -415,7 +692,16 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
     if (leader_epoch >= 0) {
         PyObject *cache = PyObject_GetAttr(log, s_leader_epoch_cache);
         if (cache == NULL) goto error;
-        PyObject *latest = PyObject_GetAttr(cache, s_latest_epoch);
+        /* LeaderEpochFileCache.latest_epoch: the last of its epochs, None without any. */
+        PyObject *epochs = PyObject_GetAttr(cache, s_epochs), *latest;
+        if (epochs != NULL && PyList_CheckExact(epochs)) {
+            Py_ssize_t n = PyList_GET_SIZE(epochs);
+            latest = Py_NewRef(n ? PyList_GET_ITEM(epochs, n - 1) : Py_None);
+        } else {
+            PyErr_Clear();
+            latest = PyObject_GetAttr(cache, s_latest_epoch);
+        }
+        Py_XDECREF(epochs);
         Py_DECREF(cache);
         if (latest == NULL) goto error;
         int assign = 1;
@@ -450,8 +736,8 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
         Py_XDECREF(now_entry);
         if (r < 0) goto error;
         if (r == 0 && entry_epoch == h->producer_epoch) {
-            PyObject *meta = PyObject_CallFunction(BatchMetadata_t, "LLLLL", h->base_sequence, last_sequence, leo,
-                                                   last_offset, h->max_timestamp);
+            PyObject *meta = new_named_tuple(BatchMetadata_t, Py_BuildValue(
+                "(LLLLL)", h->base_sequence, last_sequence, leo, last_offset, h->max_timestamp));
             if (meta == NULL) goto error;
             PyObject *batches = PyObject_GetAttr(entry, s_batches);
             if (batches == NULL) { Py_DECREF(meta); goto error; }
@@ -476,8 +762,11 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
         Py_CLEAR(tmp);
     }
     if (get_ll(log, s_log_start_offset, &log_start_offset) < 0) goto error;
-    result = PyObject_CallFunction(AppendInfo_t, "LLLLLLLn", leo, last_offset, max_ts, last_offset,
-                                   log_append_time_ms, log_start_offset, h->records_count, total);
+    {
+        const long long info[7] = {leo, last_offset, max_ts, last_offset, log_append_time_ms, log_start_offset,
+                                   h->records_count};
+        result = new_append_info(info, total);
+    }
     goto done;
 
 fallback_or_error:
@@ -545,8 +834,20 @@ static PyObject *append_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (r != 0) goto fallback_or_error;
     r = get_bool(log, s_closed);
     if (r != 0) goto fallback_or_error;
-    /* (max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms) */
-    limits = PyObject_CallMethodNoArgs(log, s_append_limits);
+    /* (max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms): PartitionLog._append_limits,
+     * read here from its cache while that is for the log's current config. */
+    {
+        PyObject *config = PyObject_GetAttr(log, s_config), *cached = NULL;
+        if (config == NULL) goto error;
+        cached = PyObject_GetAttr(log, s_limits_cache);
+        if (cached != NULL && PyTuple_CheckExact(cached) && PyTuple_GET_SIZE(cached) == 2 &&
+            PyTuple_GET_ITEM(cached, 0) == config)
+            limits = Py_NewRef(PyTuple_GET_ITEM(cached, 1));
+        Py_DECREF(config);
+        Py_XDECREF(cached);
+        if (cached == NULL) goto error;
+    }
+    if (limits == NULL) limits = PyObject_CallMethodNoArgs(log, s_append_limits);
     if (limits == NULL) goto error;
     long long lim[5];
     if (!PyTuple_Check(limits) || PyTuple_GET_SIZE(limits) != 5) goto fallback;
@@ -557,16 +858,19 @@ static PyObject *append_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (h.batch_length + LOG_OVERHEAD > lim[0] || total > lim[1]) goto fallback;  /* refused by Python */
     PyObject *clock = PyObject_GetAttr(log, s_clock);
     if (clock == NULL) goto error;
-    clock_v = PyObject_CallNoArgs(clock);
-    Py_DECREF(clock);
-    if (clock_v == NULL) goto error;
-    long long now = PyLong_AsLongLong(clock_v);
-    if (now == -1 && PyErr_Occurred()) goto error;
+    long long now;
+    if (clock == now_ms_fn) {  /* the broker's clock: read here, not through a Python call */
+        Py_DECREF(clock);
+        now = realtime_ms();
+    } else {  /* a test's clock */
+        clock_v = PyObject_CallNoArgs(clock);
+        Py_DECREF(clock);
+        if (clock_v == NULL) goto error;
+        now = PyLong_AsLongLong(clock_v);
+        if (now == -1 && PyErr_Occurred()) goto error;
+    }
     lock = PyObject_GetAttr(log, s_lock);
-    if (lock == NULL) goto error;
-    PyObject *acquired = PyObject_CallMethodNoArgs(lock, s_acquire);
-    if (acquired == NULL) goto error;
-    Py_DECREF(acquired);
+    if (lock == NULL || acquire_lock(lock) < 0) goto error;
     result = append_locked(log, buf, total, &h, leader_epoch, log_append_time_ms, now, lim[1], lim[2], lim[3]);
     if (release_lock(lock) < 0) Py_CLEAR(result);
     goto done;
@@ -588,14 +892,39 @@ done:
 
 static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "configure(BatchHeader, AppendInfo, BatchMetadata)");
+    static const char *const append_info_fields[APPEND_INFO_FIELDS] = {
+        "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp", "log_append_time_ms",
+        "log_start_offset", "records_count", "valid_bytes", "duplicate"};
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "configure(BatchHeader, AppendInfo, BatchMetadata, now_ms)");
         return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!PyType_Check(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "configure: the first three arguments are classes");
+            return NULL;
+        }
+    }
+    /* The namedtuples are built by tuple.__new__, AppendInfo by its slots: that is what their own
+     * constructors do only while they are a plain namedtuple and a slots dataclass without __new__. */
+    PyTypeObject *info = (PyTypeObject *)args[1];
+    if (!PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)args[2], &PyTuple_Type) || info->tp_new != PyBaseObject_Type.tp_new ||
+        info->tp_base != &PyBaseObject_Type)
+        Py_RETURN_FALSE;
+    for (int i = 0; i < APPEND_INFO_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttrString(args[1], append_info_fields[i]);
+        if (d == NULL) return NULL;
+        int is_slot = Py_IS_TYPE(d, &PyMemberDescr_Type);
+        if (is_slot) append_info_members[i] = ((PyMemberDescrObject *)d)->d_member;
+        Py_DECREF(d);  /* the class keeps its descriptors */
+        if (!is_slot) Py_RETURN_FALSE;
     }
     Py_XSETREF(BatchHeader_t, Py_NewRef(args[0]));
     Py_XSETREF(AppendInfo_t, Py_NewRef(args[1]));
     Py_XSETREF(BatchMetadata_t, Py_NewRef(args[2]));
-    Py_RETURN_NONE;
+    Py_XSETREF(now_ms_fn, Py_NewRef(args[3]));
+    Py_RETURN_TRUE;
 }
 
 static PyMethodDef methods[] = {
@@ -603,7 +932,8 @@ static PyMethodDef methods[] = {
      "append_batch(log, records, leader_epoch, log_append_time_ms): the AppendInfo of one client batch\n"
      "appended as leader, or None when PartitionLog.append has to decide."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(BatchHeader, AppendInfo, BatchMetadata): the classes the appends build."},
+     "configure(BatchHeader, AppendInfo, BatchMetadata, now_ms): the classes the appends build and the\n"
+     "broker's clock; False (and not configured) when they cannot be built without their constructors."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -655,5 +985,23 @@ PyMODINIT_FUNC PyInit__leader_append(void) {
     INTERN(s_recovery_point, "_recovery_point");
     INTERN(s_flush, "flush");
     INTERN(s_log_start_offset, "_log_start_offset");
+    INTERN(s_config, "config");
+    INTERN(s_limits_cache, "_limits_cache");
+    INTERN(s_epochs, "_epochs");
+    INTERN(s_cache, "cache");
+    INTERN(s_cache_lock, "lock");
+    INTERN(s_refs, "_refs");
+    INTERN(s_fd, "_fd");
+    INTERN(s_idle, "_idle");
+    INTERN(s_pop, "pop");
+    INTERN(s_open_count, "open_count");
+    INTERN(s_capacity, "capacity");
+    INTERN(s_appended, "_appended");
+    INTERN(s_mm, "_mm");
+    INTERN(s_mm_writable, "_mm_writable");
+    INTERN(s_allocated, "_allocated");
+    INTERN(s_writer, "_writer");
+    INTERN(s_last, "_last");
+    INTERN(s_last_unread, "_last_unread");
     return PyModule_Create(&module);
 }

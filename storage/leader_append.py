@@ -28,15 +28,20 @@ _APPEND_INFO_FIELDS = ("first_offset", "last_offset", "max_timestamp", "offset_o
                        "log_append_time_ms", "log_start_offset", "records_count", "valid_bytes", "duplicate")
 
 
-def compiled_append_batch(append_info_cls: type) -> AppendBatch | None:
+def compiled_append_batch(append_info_cls: type, now_ms: Callable[[], int]) -> AppendBatch | None:
     """The compiled append, configured to build ``append_info_cls``; None when it is not built or the
-    classes it builds have changed shape."""
+    classes it builds have changed shape. A log whose clock is ``now_ms`` has it read in C.
+
+    The compiled code builds these objects without calling their constructors (tuple.__new__ for the
+    namedtuples, the slots for AppendInfo), which is only the same while they have none of their own."""
     try:
         from storage import _leader_append
     except ImportError:  # pragma: no cover - the slim image has no compiler
         return None
     if (BatchHeader._fields != _BATCH_HEADER_FIELDS or BatchMetadata._fields != _BATCH_METADATA_FIELDS
-            or tuple(getattr(append_info_cls, "__slots__", ())) != _APPEND_INFO_FIELDS):
+            or tuple(getattr(append_info_cls, "__slots__", ())) != _APPEND_INFO_FIELDS
+            or hasattr(append_info_cls, "__post_init__")):
         return None
-    _leader_append.configure(BatchHeader, append_info_cls, BatchMetadata)
+    if not _leader_append.configure(BatchHeader, append_info_cls, BatchMetadata, now_ms):
+        return None
     return _leader_append.append_batch

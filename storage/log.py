@@ -144,7 +144,7 @@ class AppendInfo:
 
 
 # The common client append in compiled code, or None (see storage/leader_append.py).
-_append_batch = compiled_append_batch(AppendInfo)
+_append_batch = compiled_append_batch(AppendInfo, now_ms)
 
 
 @dataclass(slots=True)

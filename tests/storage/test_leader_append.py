@@ -20,8 +20,12 @@ from typing import Any
 import pytest
 
 import storage.log as log_module
+from config.registry import BrokerConfig, LogConfig
 from protocol.records import build_batch, build_control_batch
+from storage.file_handles import SEGMENT_FILES, FileHandle
+from storage.index import OffsetIndex, TimeIndex
 from storage.log import PartitionLog
+from storage.segment import LogSegment
 
 
 class Counting:
@@ -108,6 +112,11 @@ def state(lg: PartitionLog) -> dict[str, Any]:
         "segments": [(s.base_offset, s.size, s._next_offset, s._max_ts, s._rolling_ts, s._bytes_since_index,
                       list(s._recent), s.offset_index._entries, s.time_index._entries, s._unsynced)
                      for s in lg._segments],
+        # What the compiled code updates in the active segment's indexes and file handle itself.
+        "active": [(s.offset_index._appended, s.offset_index._unsynced, s.time_index._unsynced,
+                    s.time_index._last if s.time_index._loaded and not s.time_index._last_unread else None,
+                    s.file._refs, s.file.is_open, id(s.file) in s.file.cache._idle)
+                   for s in lg._segments[-1:]],
         "producers": {pid: (e.producer_epoch, e.coordinator_epoch, e.last_timestamp, e.current_txn_first_offset,
                             list(e.batches)) for pid, e in ps.producers.items()},
         "ongoing": dict(ps._ongoing), "map_end_offset": ps.map_end_offset,
@@ -293,3 +302,82 @@ def test_a_full_disk_fails_both_alike(tmpfs_of: Callable[[str], str]) -> None:
     assert got[0] == "ok"
     twins.close()
     assert files(twins.dirs[0]) == files(twins.dirs[1])
+
+
+def test_the_common_case_stays_in_compiled_code(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the broker's clock, the index entries, the file reference and the config's limits of a plain
+    append are handled in C: the Python methods run only where C hands over (a page of an index not yet
+    allocated). Else the comparisons above would pass without testing these paths."""
+    calls: dict[str, int] = {}
+
+    def counting(cls: Any, name: str) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            # A segment file's references, not those an index takes to allocate a page.
+            if not isinstance(args[0], FileHandle) or args[0].path.endswith(".log"):
+                calls[name] = calls.get(name, 0) + 1
+            return original(*args, **kwargs)
+        monkeypatch.setattr(cls, name, wrapper)
+
+    for cls, name in ((LogSegment, "_append_index_entries"), (OffsetIndex, "append"), (TimeIndex, "maybe_append"),
+                      (FileHandle, "acquire"), (FileHandle, "release"), (PartitionLog, "_append_limits")):
+        counting(cls, name)
+    config = LogConfig.from_broker(BrokerConfig(), {"index.interval.bytes": "1000"})
+    lg = PartitionLog(str(tmp_path / "t-0"), config)
+    assert lg.clock is log_module.now_ms
+    lg._append_limits()  # the limits are read once per config
+    calls.clear()
+    rng = random.Random(3)
+    assert COMPILED is not None
+    served = COMPILED.served
+    with appending_with(True):
+        for _ in range(300):
+            batch = client_batch(rng, log_module.now_ms(), count=3, value_size=600)
+            lg.append_as_leader(memoryview(bytearray(batch)), 0)
+    assert COMPILED.served - served == 300
+    seg = lg._segments[-1]
+    assert seg.offset_index._entries >= 299 and seg.time_index._entries > 0
+    # The first store into each index page allocates it, in Python: once per 4 KiB of index.
+    assert calls.get("_append_index_entries", 0) <= 2, calls
+    assert calls.get("append", 0) <= 2 and calls.get("maybe_append", 0) <= 2, calls
+    assert calls.get("acquire", 0) == calls.get("release", 0) == 0, calls
+    assert calls.get("_append_limits", 0) == 0, calls
+    assert (seg.file._refs, id(seg.file) in SEGMENT_FILES._idle) == (0, True)
+    assert next(reversed(SEGMENT_FILES._idle)) == id(seg.file)  # the most recently used
+    lg.close()
+
+
+def test_segment_files_are_evicted_as_python_does(tmp_path: Any) -> None:
+    """With fewer descriptors than partitions, each append takes its file from the cache and leaves it
+    idle (most recent), and the least recent idle ones are closed: the same files open after every
+    append, compiled or not."""
+    def run(compiled: bool) -> list[Any]:
+        root = tmp_path / ("c" if compiled else "p")
+        saved = SEGMENT_FILES.capacity
+        logs = [PartitionLog(str(root / f"t-{i}"), {}) for i in range(80)]
+        rng = random.Random(5)
+        seen = []
+        try:
+            SEGMENT_FILES.configure(64)
+            with appending_with(compiled):
+                for step in range(400):
+                    i = rng.randrange(len(logs)) if step % 3 else step % len(logs)
+                    batch = client_batch(rng, 1_700_000_000_000 + step, count=2, value_size=50)
+                    logs[i].append_as_leader(memoryview(bytearray(batch)), 0)
+                    seen.append((SEGMENT_FILES.open_count <= SEGMENT_FILES.capacity,
+                                 [lg._segments[-1].file.is_open for lg in logs],
+                                 [lg._segments[-1].file._refs for lg in logs]))
+        finally:
+            SEGMENT_FILES.configure(saved)
+            for lg in logs:
+                lg.close()
+        return seen
+
+    assert COMPILED is not None
+    served = COMPILED.served
+    compiled = run(True)
+    assert COMPILED.served - served == 400
+    assert compiled == run(False)
+    assert all(within for within, _, _ in compiled)
+    assert any(not all(is_open) for _, is_open, _ in compiled)  # some were evicted
