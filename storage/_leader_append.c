@@ -24,9 +24,11 @@
  * mapping where its page is allocated), the config's limits from their cache, the broker's clock, the
  * epoch cache's latest epoch, and the BatchHeader, BatchMetadata and AppendInfo built without running
  * their constructors. Each hands anything else to the Python method. A change to one of those methods
- * must be made here too: the tests compare both paths' files and state after every append. The order of the steps, and what each leaves behind if the write or an
- * index fails, are PartitionLog.append's and LogSegment.append's: tests/storage/test_leader_append.py
- * runs both on the same sequences and compares the files and the state they leave.
+ * must be made here too.
+ *
+ * The order of the steps, and what each leaves behind if the write or an index fails, are
+ * PartitionLog.append's and LogSegment.append's: tests/storage/test_leader_append.py runs both on the
+ * same sequences and compares the files and the state they leave after every append.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
