@@ -100,7 +100,8 @@ def outcome(action: Callable[[PartitionLog], Any], lg: PartitionLog) -> Any:
     try:
         return ("ok", action(lg))
     except Exception as e:  # noqa: BLE001 - the error itself is what is compared
-        return ("error", type(e).__name__, str(e).replace(os.path.dirname(os.path.dirname(lg.dir_path)), "<root>"))
+        return ("error", type(e).__name__, str(e).replace(lg.dir_path, "<log dir>")
+                .replace(os.path.dirname(os.path.dirname(lg.dir_path)), "<root>"))
 
 
 def state(lg: PartitionLog) -> dict[str, Any]:
@@ -381,3 +382,73 @@ def test_segment_files_are_evicted_as_python_does(tmp_path: Any) -> None:
     assert compiled == run(False)
     assert all(within for within, _, _ in compiled)
     assert any(not all(is_open) for _, is_open, _ in compiled)  # some were evicted
+
+
+def test_a_config_change_is_seen_by_the_next_append(tmp_path: Any) -> None:
+    """The limits are cached per config object: a new config (a topic's max.message.bytes lowered)
+    refuses the next batch above it on both paths alike."""
+    def config(max_message_bytes: int) -> LogConfig:
+        return LogConfig.from_broker(BrokerConfig(), {"max.message.bytes": str(max_message_bytes)})
+
+    twins = Twins(str(tmp_path), config(100_000))  # type: ignore[arg-type]
+    rng = random.Random(7)
+    pr = Producer(9)
+    for _ in range(5):
+        assert twins.leader_append(client_batch(rng, twins.now[0], producer=pr, count=2, value_size=900), 0)[0] == "ok"
+        pr.seq += 2
+    smaller = config(1_000)
+    for lg in (twins.c, twins.p):
+        lg.update_config(smaller)
+    got = twins.leader_append(client_batch(rng, twins.now[0], producer=pr, count=2, value_size=900), 0)
+    assert got[:2] == ("error", "RecordTooLargeError")
+    twins.close()
+    assert files(twins.dirs[0]) == files(twins.dirs[1])
+
+
+def test_an_index_out_of_order_fails_both_alike(tmp_path: Any) -> None:
+    """An offset index that says it holds an offset above the one appended (a bug elsewhere) makes the
+    append fail, the same way on both paths, rather than store an entry out of order."""
+    twins = Twins(str(tmp_path), {"index_interval_bytes": 0})
+    rng = random.Random(8)
+    for _ in range(3):
+        assert twins.leader_append(client_batch(rng, twins.now[0], count=2), 0)[0] == "ok"
+    for lg in (twins.c, twins.p):
+        index = lg._segments[-1].offset_index
+        index._appended = (index._entries, 10**9)
+    got = twins.leader_append(client_batch(rng, twins.now[0], count=2), 0)
+    assert got[:2] == ("error", "ValueError")
+
+
+def test_a_full_cache_closes_the_file_after_its_append(tmp_path: Any) -> None:
+    """Every descriptor of the cache is referenced elsewhere (readers in flight) when an append opens
+    one more: once that append lets go of its file, the cache is over capacity and closes it, the least
+    recent idle one. The same on both paths."""
+    def run(compiled: bool) -> list[Any]:
+        root = tmp_path / ("c" if compiled else "p")
+        saved = SEGMENT_FILES.capacity
+        logs = [PartitionLog(str(root / f"t-{i}"), {}) for i in range(66)]
+        held: list[FileHandle] = []
+        seen = []
+        try:
+            SEGMENT_FILES.configure(64)
+            for lg in logs[:64]:
+                handle = lg._segments[-1].file
+                handle.acquire()
+                held.append(handle)
+            with appending_with(compiled):
+                for lg in logs[64:]:
+                    batch = client_batch(random.Random(1), 1_700_000_000_000, count=2, value_size=50)
+                    lg.append_as_leader(memoryview(bytearray(batch)), 0)
+                    seen.append((SEGMENT_FILES.open_count - len(held),
+                                 [x._segments[-1].file.is_open for x in logs[64:]]))
+        finally:
+            for handle in held:
+                handle.release()
+            SEGMENT_FILES.configure(saved)
+            for lg in logs:
+                lg.close()
+        return seen
+
+    compiled = run(True)
+    assert compiled == run(False)
+    assert [is_open for _, is_open in compiled] == [[False, False], [False, False]]
