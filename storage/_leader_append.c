@@ -405,6 +405,18 @@ static int index_store(PyObject *index, long long entries, int entry_size, long 
     return 1;
 }
 
+/* obj.name as a pair of C integers, as the indexes keep their last entry: 1, 0 when it is not a pair of
+ * two items (None: not known), or -1 with an exception. */
+static int get_pair(PyObject *obj, PyObject *name, long long *first, long long *second) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) { Py_DECREF(v); return 0; }
+    *first = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 0));
+    *second = PyLong_AsLongLong(PyTuple_GET_ITEM(v, 1));
+    Py_DECREF(v);
+    return PyErr_Occurred() ? -1 : 1;
+}
+
 /* OffsetIndex.append(offset, position) for a loaded index whose last appended offset is known: 1 done,
  * 0 not this case (nothing changed: OffsetIndex.append decides, with its errors), -1 error. */
 static int offset_index_append(PyObject *index, long long offset, long long position) {
@@ -413,13 +425,9 @@ static int offset_index_append(PyObject *index, long long offset, long long posi
     if (r <= 0) return r;
     if (get_ll(index, s_entries, &entries) < 0) return -1;
     if (entries) {
-        PyObject *appended = PyObject_GetAttr(index, s_appended);
-        if (appended == NULL) return -1;
-        if (!PyTuple_Check(appended) || PyTuple_GET_SIZE(appended) != 2) { Py_DECREF(appended); return 0; }
-        long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(appended, 0));
-        long long last = PyLong_AsLongLong(PyTuple_GET_ITEM(appended, 1));
-        Py_DECREF(appended);
-        if (PyErr_Occurred()) return -1;
+        long long n, last;  /* the entry count and offset just after the last append (OffsetIndex._appended) */
+        r = get_pair(index, s_appended, &n, &last);
+        if (r <= 0) return r;
         if (n != entries || offset <= last) return 0;
     }
     if (get_ll(index, s_base_offset, &base) < 0) return -1;
@@ -444,13 +452,9 @@ static int time_index_maybe_append(PyObject *index, long long timestamp, long lo
     if (entries >= floor_div(length, 12) - 1) return 0;  /* full */
     r = get_bool(index, s_last_unread);
     if (r != 0) return r < 0 ? -1 : 0;
-    PyObject *last = PyObject_GetAttr(index, s_last);
-    if (last == NULL) return -1;
-    if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2) { Py_DECREF(last); return 0; }
-    long long last_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 0));
-    long long last_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1));
-    Py_DECREF(last);
-    if (PyErr_Occurred()) return -1;
+    long long last_ts, last_offset;
+    r = get_pair(index, s_last, &last_ts, &last_offset);
+    if (r <= 0) return r;
     if (entries && offset < last_offset) return 0;
     if (timestamp <= last_ts) return 1;
     if (entries * 12 + 12 > length) return 0;  /* a resize */
@@ -459,7 +463,7 @@ static int time_index_maybe_append(PyObject *index, long long timestamp, long lo
     if (rel < 0 || rel > INT32_MAX_) return 0;
     r = index_store(index, entries, 12, timestamp, rel);
     if (r != 1) return r;
-    last = Py_BuildValue("(LL)", timestamp, offset);
+    PyObject *last = Py_BuildValue("(LL)", timestamp, offset);
     if (last == NULL) return -1;
     r = PyObject_SetAttr(index, s_last, last);
     Py_DECREF(last);
