@@ -700,14 +700,17 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
         if (cache == NULL) goto error;
         /* LeaderEpochFileCache.latest_epoch: the last of its epochs, None without any. */
         PyObject *epochs = PyObject_GetAttr(cache, s_epochs), *latest;
-        if (epochs != NULL && PyList_CheckExact(epochs)) {
+        if (epochs == NULL) {  /* a missing attribute is a bug, as in get_ll */
+            Py_DECREF(cache);
+            goto error;
+        }
+        if (PyList_CheckExact(epochs)) {
             Py_ssize_t n = PyList_GET_SIZE(epochs);
             latest = Py_NewRef(n ? PyList_GET_ITEM(epochs, n - 1) : Py_None);
         } else {
-            PyErr_Clear();
             latest = PyObject_GetAttr(cache, s_latest_epoch);
         }
-        Py_XDECREF(epochs);
+        Py_DECREF(epochs);
         Py_DECREF(cache);
         if (latest == NULL) goto error;
         int assign = 1;

@@ -230,7 +230,8 @@ class PartitionLog:
         """(max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms), read once per config.
 
         Every append needs them; a LogConfig is immutable (a change installs a new one), so they are
-        kept until ``self.config`` is another object. Plain dicts (tests) are read each time."""
+        kept until ``self.config`` is another object. Plain dicts (tests) are read each time. The leader's
+        compiled append (storage/_leader_append.c) reads ``_limits_cache`` itself: (config, limits)."""
         config = self.config
         cached = self._limits_cache
         if cached is not None and cached[0] is config:
