@@ -19,7 +19,7 @@ sysdeps: $(SYSSTAMP)
 
 # One line per stage, and its elapsed time when it is done; pip's own output goes to .cache/install-venv.log
 # (its end is shown when a stage fails, and one line says when pip printed warnings).
-$(STAMP): pyproject.toml setup.py protocol/_record_scan.c protocol/_wire.c storage/_leader_append.c | $(SYSSTAMP)
+$(STAMP): pyproject.toml setup.py protocol/_record_scan.c protocol/_wire.c storage/_compiled_append.c | $(SYSSTAMP)
 	@log=.cache/install-venv.log; mkdir -p .cache; : > $$log; begin=$$SECONDS; \
 	stage() { local what=$$1 start=$$SECONDS; shift; echo "install: $$what$${note:+ ($$note)} ..."; \
 	  if ! "$$@" >>$$log 2>&1; then echo "install: $$what failed; the end of $$log:" >&2; tail -n 30 $$log >&2; \

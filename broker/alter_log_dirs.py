@@ -344,7 +344,7 @@ def _append(future: PartitionLog, data: bytes) -> int:
             future.truncate_fully_and_start_at(first.base_offset)
         else:
             future.truncate_to(first.base_offset)
-    future.append(view, assign_offsets=False, from_client=False)
+    future.append_as_follower(view)
     return len(data)
 
 

@@ -374,7 +374,7 @@ class ReplicaFetcher:
         if records is not None and len(records):
             end = whole_batches_size(records)
             if end:
-                p.log.append(records[:end], assign_offsets=False, from_client=False)
+                p.log.append_as_follower(records[:end])
                 self.manager.replication_bytes_in += end
                 rm = self.manager.replica_manager()
                 if rm is not None:

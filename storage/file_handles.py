@@ -166,7 +166,7 @@ class FileHandle:
     def acquire(self, *, create: bool = False) -> int:
         """Take a reference and return the open descriptor (opening the file if needed).
 
-        The leader's compiled append (storage/_leader_append.c) does what this and :meth:`release` do
+        The compiled appends (storage/_compiled_append.c) do what this and :meth:`release` do
         for an open file itself: a change here must be made there too."""
         cache = self.cache
         with cache.lock:

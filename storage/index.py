@@ -346,8 +346,8 @@ class _Index:
         return lo
 
     def _write_entry(self, key: int, value: int) -> None:
-        """Append the entry (key, value) after the last one. The leader's compiled append
-        (storage/_leader_append.c) makes the common case's store itself, as OffsetIndex.append and
+        """Append the entry (key, value) after the last one. The compiled appends
+        (storage/_compiled_append.c) make the common case's store themselves, as OffsetIndex.append and
         TimeIndex.maybe_append: a change to these must be made there too."""
         size = self.ENTRY_SIZE
         pos = self._entries * size

@@ -41,7 +41,7 @@ class LeaderEpochFileCache:
 
     @property
     def latest_epoch(self) -> int | None:
-        # The leader's compiled append (storage/_leader_append.c) reads _epochs' last item itself.
+        # The compiled appends (storage/_compiled_append.c) reads _epochs' last item itself.
         return self._epochs[-1] if self._epochs else None
 
     @property

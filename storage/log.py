@@ -39,6 +39,7 @@ from storage.batch_headers import (
     read_headers,
 )
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
+from storage.compiled_append import compiled_appends
 from storage.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -50,7 +51,6 @@ from storage.errors import (
     is_disk_full,
 )
 from storage.file_handles import SEGMENT_FILES, is_out_of_descriptors
-from storage.leader_append import compiled_append_batch
 from storage.leader_epoch import LeaderEpochFileCache
 from storage.producer_state import REQUEST_VERIFICATION_GUARDS, ProducerStateManager, VerificationGuard
 from storage.segment import (
@@ -143,8 +143,8 @@ class AppendInfo:
     duplicate: bool = False
 
 
-# The common client append in compiled code, or None (see storage/leader_append.py).
-_append_batch = compiled_append_batch(AppendInfo, now_ms)
+# The common leader and follower appends in compiled code, or None (see storage/compiled_append.py).
+_append_batch, _append_follower = compiled_appends(AppendInfo, now_ms)
 
 
 @dataclass(slots=True)
@@ -230,8 +230,8 @@ class PartitionLog:
         """(max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms), read once per config.
 
         Every append needs them; a LogConfig is immutable (a change installs a new one), so they are
-        kept until ``self.config`` is another object. Plain dicts (tests) are read each time. The leader's
-        compiled append (storage/_leader_append.c) reads ``_limits_cache`` itself: (config, limits)."""
+        kept until ``self.config`` is another object. Plain dicts (tests) are read each time. The
+        compiled appends (storage/_compiled_append.c) read ``_limits_cache`` themselves: (config, limits)."""
         config = self.config
         cached = self._limits_cache
         if cached is not None and cached[0] is config:
@@ -582,6 +582,20 @@ class PartitionLog:
                 return info  # type: ignore[no-any-return]
         return self.append(records, assign_offsets=True, leader_epoch=leader_epoch, from_client=True,
                            log_append_time_ms=log_append_time_ms)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Batches fetched from the leader, appended with their own offsets and epochs (Kafka's
+        appendAsFollower): :meth:`append` without assigning offsets, every batch's CRC checked. The
+        common case (plain batches continuing the log from its LEO) is appended by compiled code where it
+        is built; it hands every other case to :meth:`append` untouched."""
+        if _append_follower is not None:
+            try:
+                info = _append_follower(self, records)
+            except OSError as e:
+                raise self._io_failure(e, "append to") from e
+            if info is not None:
+                return info  # type: ignore[no-any-return]
+        return self.append(records, assign_offsets=False, from_client=False)
 
     def append(
         self,

@@ -1,4 +1,4 @@
-"""``PartitionLog.append_as_leader``: the compiled common case (``storage/_leader_append.c``) against
+"""``PartitionLog.append_as_leader``: the compiled common case (``storage/_compiled_append.c``) against
 ``PartitionLog.append``.
 
 Two logs, one appending through the compiled function and one through Python only, get the same
@@ -49,7 +49,7 @@ COMPILED = Counting(log_module._append_batch) if log_module._append_batch is not
 
 
 def test_the_compiled_append_is_built() -> None:
-    # `make install` builds storage._leader_append; every test below compares it with Python.
+    # `make install` builds storage._compiled_append; every test below compares it with Python.
     assert COMPILED is not None
 
 

@@ -1,19 +1,21 @@
 /*
- * The leader's append of one client batch, compiled (used through storage/leader_append.py).
+ * The common appends, compiled (used through storage/compiled_append.py): the leader's of one client
+ * batch (append_batch) and a follower's of what its fetch brought (append_follower).
  *
- * A producer's request carries one batch per partition, and for each the broker runs
- * PartitionLog.append: the header parsed again, the producer's epoch and sequence checked, the
- * segment's roll conditions asked, the offsets and leader epoch stamped in place, the write, the
- * segment's and the log's bookkeeping, the producer state updated. In Python that is dozens of
- * function calls a batch, and with a thousand partitions it was most of the broker's CPU. This is the
- * same sequence, for the common case only:
+ * For each batch the broker runs PartitionLog.append: the header parsed again, the producer's epoch and
+ * sequence checked, the segment's roll conditions asked, the offsets and leader epoch stamped in place
+ * (as leader), the write, the segment's and the log's bookkeeping, the producer state updated. In Python
+ * that is dozens of function calls a batch, and with a thousand partitions, or three replicas, it was
+ * most of the broker's CPU. These are the same sequences, for the common cases only:
  *
- *   - exactly one v2 batch, neither transactional nor a control batch, in a writable buffer;
- *   - within max.message.bytes and segment.bytes;
- *   - no producer id, or a producer already known here, in the same epoch, whose batch follows its
- *     last one (not a retry of one of its last five), without an open transaction, and with no
- *     transaction verification in progress in the log;
- *   - a segment that does not roll, whose rolling timestamp, largest timestamp and indexes are loaded.
+ *   - as leader: exactly one v2 batch, neither transactional nor a control batch, in a writable buffer;
+ *     no producer id, or a producer already known here, in the same epoch, whose batch follows its last
+ *     one (not a retry of one of its last five), without an open transaction, and with no transaction
+ *     verification in progress in the log;
+ *   - as follower: whole v2 batches, neither transactional nor control batches, whose offsets continue
+ *     the log from its LEO, each with a valid CRC;
+ *   - within max.message.bytes and segment.bytes, into a segment that does not roll, whose rolling
+ *     timestamp, largest timestamp and indexes are loaded.
  *
  * Anything else returns None before anything is changed, and PartitionLog.append runs as before,
  * with its own errors.
@@ -27,8 +29,9 @@
  * must be made here too.
  *
  * The order of the steps, and what each leaves behind if the write or an index fails, are
- * PartitionLog.append's and LogSegment.append's: tests/storage/test_leader_append.py runs both on the
- * same sequences and compares the files and the state they leave after every append.
+ * PartitionLog.append's and LogSegment.append's: tests/storage/test_leader_append.py and
+ * tests/storage/test_follower_append.py run both on the same sequences and compare the files and the
+ * state they leave after every append.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -59,7 +62,8 @@
 #define INT32_MAX_ 2147483647LL
 #define NO_PRODUCER_EPOCH (-1)
 
-static PyObject *BatchHeader_t = NULL, *AppendInfo_t = NULL, *BatchMetadata_t = NULL, *now_ms_fn = NULL;
+static PyObject *BatchHeader_t = NULL, *AppendInfo_t = NULL, *BatchMetadata_t = NULL, *now_ms_fn = NULL,
+    *crc32c_fn = NULL;
 /* AppendInfo's slots, in the order of its fields: it is built without running its __init__. */
 #define APPEND_INFO_FIELDS 9
 static PyMemberDef *append_info_members[APPEND_INFO_FIELDS];
@@ -527,14 +531,220 @@ typedef struct {
     int magic;
 } Header;
 
+/* LogSegment.append of ``total`` bytes holding the batches of ``headers`` (a list of BatchHeader, positions
+ * within the bytes) at ``seg_size``, then PartitionLog.append's updates right after it: the LEO and the
+ * prefix of largest timestamps. 0, or -1 with an exception (a failed write leaves what Python's leaves). */
+static int segment_append(PyObject *log, PyObject *seg, const unsigned char *buf, Py_ssize_t total,
+                          long long seg_size, long long last_offset, long long max_ts, long long offset_of_max,
+                          PyObject *headers) {
+    PyObject *handle = NULL, *seg_max = NULL, *recent_item = NULL, *tmp = NULL;
+    long long fd_ll, bytes_since_index, index_interval, seg_max_ts, seg_max_offset;
+    int r, result = -1;
+
+    if (seg_size == 0 && set_ll(seg, s_rolling_ts, max_ts) < 0) goto done;
+    handle = PyObject_GetAttr(seg, s_file);
+    if (handle == NULL) goto done;
+    fd_ll = handle_acquire(handle);
+    if (fd_ll == -1 && PyErr_Occurred()) goto done;
+    r = write_all((int)fd_ll, buf, total, seg_size);
+    {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (handle_release(handle) < 0) {  /* the release's error replaces the write's, as in a finally block */
+            Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+            goto done;
+        }
+        PyErr_Restore(type, value, tb);
+    }
+    if (r < 0) goto done;
+    if (set_ll(seg, s_size, seg_size + total) < 0) goto done;
+    if (PyObject_SetAttr(seg, s_unsynced, Py_True) < 0) goto done;
+    if (set_ll(seg, s_next_offset, last_offset + 1) < 0) goto done;
+    recent_item = Py_BuildValue("(LO)", seg_size, headers);
+    if (recent_item == NULL) goto done;
+    tmp = PyObject_GetAttr(seg, s_recent);
+    if (tmp == NULL) goto done;
+    {
+        PyObject *ok = PyObject_CallMethodOneArg(tmp, s_append, recent_item);
+        Py_CLEAR(tmp);
+        if (ok == NULL) goto done;
+        Py_DECREF(ok);
+    }
+    seg_max = PyObject_GetAttr(seg, s_max_ts);  /* read after the write, as the Python code does */
+    if (seg_max == NULL) goto done;
+    if (seg_max == Py_None) {  /* reset meanwhile: the property reads it back, as in LogSegment.append */
+        Py_CLEAR(seg_max);
+        seg_max = PyObject_GetAttrString(seg, "max_timestamp_and_offset");
+        if (seg_max == NULL) goto done;
+    }
+    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) < 1) {
+        PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
+        goto done;
+    }
+    /* The segment's largest timestamp and its offset after this append, which its time index entry gets. */
+    seg_max_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 0));
+    if (seg_max_ts == -1 && PyErr_Occurred()) goto done;
+    if (max_ts > seg_max_ts) {
+        tmp = Py_BuildValue("(LL)", max_ts, offset_of_max);
+        if (tmp == NULL || PyObject_SetAttr(seg, s_max_ts, tmp) < 0) goto done;
+        Py_CLEAR(tmp);
+        seg_max_ts = max_ts;
+        seg_max_offset = offset_of_max;
+    } else {
+        if (PyTuple_GET_SIZE(seg_max) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
+            goto done;
+        }
+        seg_max_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 1));
+        if (seg_max_offset == -1 && PyErr_Occurred()) goto done;
+    }
+    if (get_ll(seg, s_bytes_since_index, &bytes_since_index) < 0) goto done;
+    tmp = PyObject_GetAttr(seg, s_settings);
+    if (tmp == NULL) goto done;
+    r = get_ll(tmp, s_index_interval_bytes, &index_interval);
+    Py_CLEAR(tmp);
+    if (r < 0) goto done;
+    if (bytes_since_index > index_interval) {
+        if (append_index_entries(seg, last_offset, seg_size, seg_max_ts, seg_max_offset) < 0) goto done;
+        bytes_since_index = 0;
+    }
+    if (set_ll(seg, s_bytes_since_index, bytes_since_index + total) < 0) goto done;
+
+    /* PartitionLog.append, after the segment's write */
+    if (set_ll(log, s_leo, last_offset + 1) < 0) goto done;
+    tmp = PyObject_GetAttr(log, s_prefix_max_ts);
+    if (tmp == NULL) goto done;
+    if (tmp != Py_None) {
+        Py_ssize_t n = PyObject_Length(tmp);
+        if (n < 0) goto done;
+        PyObject *lastv = PySequence_GetItem(tmp, n - 1);
+        if (lastv == NULL) goto done;
+        long long prefix_last = PyLong_AsLongLong(lastv);
+        Py_DECREF(lastv);
+        if (prefix_last == -1 && PyErr_Occurred()) goto done;
+        if (max_ts > prefix_last) {
+            PyObject *v = PyLong_FromLongLong(max_ts);
+            if (v == NULL) goto done;
+            r = PySequence_SetItem(tmp, n - 1, v);
+            Py_DECREF(v);
+            if (r < 0) goto done;
+        }
+    }
+    result = 0;
+done:
+    Py_XDECREF(handle);
+    Py_XDECREF(seg_max);
+    Py_XDECREF(recent_item);
+    Py_XDECREF(tmp);
+    return result;
+}
+
+/* PartitionLog.append's leader-epoch step for one batch: the epoch cache gets (epoch, offset) when the
+ * epoch is above its latest (LeaderEpochFileCache.latest_epoch: the last of its epochs, None without
+ * any). 0, or -1 with an exception. */
+static int assign_epoch_if_newer(PyObject *log, long long epoch, long long offset) {
+    PyObject *cache = PyObject_GetAttr(log, s_leader_epoch_cache);
+    if (cache == NULL) return -1;
+    PyObject *epochs = PyObject_GetAttr(cache, s_epochs), *latest;
+    if (epochs == NULL) {  /* a missing attribute is a bug, as in get_ll */
+        Py_DECREF(cache);
+        return -1;
+    }
+    if (PyList_CheckExact(epochs)) {
+        Py_ssize_t n = PyList_GET_SIZE(epochs);
+        latest = Py_NewRef(n ? PyList_GET_ITEM(epochs, n - 1) : Py_None);
+    } else {
+        latest = PyObject_GetAttr(cache, s_latest_epoch);
+    }
+    Py_DECREF(epochs);
+    Py_DECREF(cache);
+    if (latest == NULL) return -1;
+    int assign = 1;
+    if (latest != Py_None) {
+        long long l = PyLong_AsLongLong(latest);
+        if (l == -1 && PyErr_Occurred()) { Py_DECREF(latest); return -1; }
+        assign = epoch > l;
+    }
+    Py_DECREF(latest);
+    if (assign) {
+        PyObject *v = PyObject_CallMethod(log, "_assign_epoch", "LL", epoch, offset);
+        if (v == NULL) return -1;
+        Py_DECREF(v);
+    }
+    return 0;
+}
+
+/* ProducerStateManager.update for one appended data batch, neither transactional nor a control batch
+ * (``header`` is its BatchHeader): the producer's entry, when it is ``expected`` (or, with NULL, any
+ * entry) and in the batch's epoch, gets the batch's metadata and timestamp here. Anything else (no
+ * entry yet, another epoch, an entry replaced meanwhile) goes through PartitionLog._apply_producer_state.
+ * 0, or -1 with an exception. */
+static int producer_update(PyObject *log, PyObject *ps, PyObject *expected, PyObject *header, PyObject *seg,
+                           const Header *h, long long base_offset, long long last_sequence) {
+    long long entry_epoch;
+    PyObject *producers = PyObject_GetAttr(ps, s_producers);
+    if (producers == NULL) return -1;
+    PyObject *pid = PyLong_FromLongLong(h->producer_id);
+    if (pid == NULL) { Py_DECREF(producers); return -1; }
+    PyObject *entry = PyObject_GetItem(producers, pid);
+    Py_DECREF(pid);
+    Py_DECREF(producers);
+    if (entry == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
+        PyErr_Clear();
+    }
+    int r = entry != NULL && (expected == NULL || entry == expected) ? get_ll(entry, s_producer_epoch, &entry_epoch) : 1;
+    if (r < 0) { Py_XDECREF(entry); return -1; }
+    if (r == 0 && entry_epoch == h->producer_epoch) {
+        PyObject *meta = new_named_tuple(BatchMetadata_t, Py_BuildValue(
+            "(LLLLL)", h->base_sequence, last_sequence, base_offset, base_offset + h->last_offset_delta,
+            h->max_timestamp));
+        if (meta == NULL) { Py_DECREF(entry); return -1; }
+        PyObject *batches = PyObject_GetAttr(entry, s_batches);
+        if (batches == NULL) { Py_DECREF(meta); Py_DECREF(entry); return -1; }
+        PyObject *ok = PyObject_CallMethodOneArg(batches, s_append, meta);
+        Py_DECREF(batches);
+        Py_DECREF(meta);
+        if (ok == NULL) { Py_DECREF(entry); return -1; }
+        Py_DECREF(ok);
+        r = set_ll(entry, s_last_timestamp, h->max_timestamp);
+        Py_DECREF(entry);
+        return r;
+    }
+    Py_XDECREF(entry);
+    PyObject *v = PyObject_CallMethodObjArgs(log, s_apply_producer_state, header, Py_None, seg, NULL);
+    if (v == NULL) return -1;
+    Py_DECREF(v);
+    return 0;
+}
+
+/* The end of PartitionLog.append: the producer state's map end offset, a flush when flush.messages is
+ * reached, and the AppendInfo of (first offset, last offset, largest timestamp, its offset, the log
+ * append time, -, records) with the log start offset put in. NULL with an exception on failure. */
+static PyObject *finish_append(PyObject *log, PyObject *ps, long long *info, Py_ssize_t total,
+                               long long flush_messages) {
+    long long recovery_point, log_start_offset;
+    const long long last_offset = info[1];
+    if (set_ll(ps, s_map_end_offset, last_offset + 1) < 0) return NULL;
+    if (get_ll(log, s_recovery_point, &recovery_point) < 0) return NULL;
+    if (last_offset + 1 - recovery_point >= flush_messages) {
+        PyObject *v = PyObject_CallMethodNoArgs(log, s_flush);
+        if (v == NULL) return NULL;
+        Py_DECREF(v);
+    }
+    if (get_ll(log, s_log_start_offset, &log_start_offset) < 0) return NULL;
+    info[5] = log_start_offset;
+    return new_append_info(info, total);
+}
+
 /* The locked part: checks that may still send the append to Python, then the write and the updates.
  * Returns the AppendInfo, Py_None (new reference) for Python, or NULL with an exception. */
 static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t total, const Header *h,
                                long long leader_epoch, long long log_append_time_ms, long long now,
                                long long segment_bytes, long long segment_ms, long long flush_messages) {
     PyObject *result = NULL, *ps = NULL, *entry = NULL, *segments = NULL, *seg = NULL, *seg_max = NULL,
-             *handle = NULL, *header = NULL, *headers = NULL, *recent_item = NULL, *tmp = NULL;
-    long long leo, seg_size, fd_ll, bytes_since_index, index_interval;
+             *header = NULL, *headers = NULL;
+    long long leo, seg_size;
     long long last_sequence = -1;
     int r;
 
@@ -599,182 +809,15 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
         h->base_sequence, h->records_count));
     if (header == NULL) goto error;
 
-    /* LogSegment.append */
-    if (seg_size == 0 && set_ll(seg, s_rolling_ts, max_ts) < 0) goto error;
-    handle = PyObject_GetAttr(seg, s_file);
-    if (handle == NULL) goto error;
-    fd_ll = handle_acquire(handle);
-    if (fd_ll == -1 && PyErr_Occurred()) goto error;
-    r = write_all((int)fd_ll, buf, total, seg_size);
-    {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        if (handle_release(handle) < 0) {  /* the release's error replaces the write's, as in a finally block */
-            Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
-            goto error;
-        }
-        PyErr_Restore(type, value, tb);
-    }
-    if (r < 0) goto error;
-    if (set_ll(seg, s_size, seg_size + total) < 0) goto error;
-    if (PyObject_SetAttr(seg, s_unsynced, Py_True) < 0) goto error;
-    if (set_ll(seg, s_next_offset, last_offset + 1) < 0) goto error;
     headers = PyList_New(1);
     if (headers == NULL) goto error;
-    Py_INCREF(header);
-    PyList_SET_ITEM(headers, 0, header);
-    recent_item = Py_BuildValue("(LO)", seg_size, headers);
-    if (recent_item == NULL) goto error;
-    tmp = PyObject_GetAttr(seg, s_recent);
-    if (tmp == NULL) goto error;
+    PyList_SET_ITEM(headers, 0, Py_NewRef(header));
+    if (segment_append(log, seg, buf, total, seg_size, last_offset, max_ts, last_offset, headers) < 0) goto error;
+    if (leader_epoch >= 0 && assign_epoch_if_newer(log, leader_epoch, leo) < 0) goto error;
+    if (h->producer_id >= 0 && producer_update(log, ps, entry, header, seg, h, leo, last_sequence) < 0) goto error;
     {
-        PyObject *ok = PyObject_CallMethodOneArg(tmp, s_append, recent_item);
-        Py_CLEAR(tmp);
-        if (ok == NULL) goto error;
-        Py_DECREF(ok);
-    }
-    Py_CLEAR(seg_max);
-    seg_max = PyObject_GetAttr(seg, s_max_ts);  /* read again, as the Python code does after the write */
-    if (seg_max == NULL) goto error;
-    if (seg_max == Py_None) {  /* reset meanwhile: the property reads it back, as in LogSegment.append */
-        Py_CLEAR(seg_max);
-        seg_max = PyObject_GetAttrString(seg, "max_timestamp_and_offset");
-        if (seg_max == NULL) goto error;
-    }
-    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) < 1) {
-        PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
-        goto error;
-    }
-    /* The segment's largest timestamp and its offset after this batch, which its time index entry gets. */
-    long long seg_max_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 0)), seg_max_offset;
-    if (seg_max_ts == -1 && PyErr_Occurred()) goto error;
-    if (max_ts > seg_max_ts) {
-        tmp = Py_BuildValue("(LL)", max_ts, last_offset);
-        if (tmp == NULL || PyObject_SetAttr(seg, s_max_ts, tmp) < 0) goto error;
-        Py_CLEAR(tmp);
-        seg_max_ts = max_ts;
-        seg_max_offset = last_offset;
-    } else {
-        if (PyTuple_GET_SIZE(seg_max) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a segment's largest timestamp is a (timestamp, offset) tuple");
-            goto error;
-        }
-        seg_max_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(seg_max, 1));
-        if (seg_max_offset == -1 && PyErr_Occurred()) goto error;
-    }
-    if (get_ll(seg, s_bytes_since_index, &bytes_since_index) < 0) goto error;
-    tmp = PyObject_GetAttr(seg, s_settings);
-    if (tmp == NULL) goto error;
-    r = get_ll(tmp, s_index_interval_bytes, &index_interval);
-    Py_CLEAR(tmp);
-    if (r < 0) goto error;
-    if (bytes_since_index > index_interval) {
-        if (append_index_entries(seg, last_offset, seg_size, seg_max_ts, seg_max_offset) < 0) goto error;
-        bytes_since_index = 0;
-    }
-    if (set_ll(seg, s_bytes_since_index, bytes_since_index + total) < 0) goto error;
-
-    /* PartitionLog.append, after the segment's write */
-    if (set_ll(log, s_leo, last_offset + 1) < 0) goto error;
-    tmp = PyObject_GetAttr(log, s_prefix_max_ts);
-    if (tmp == NULL) goto error;
-    if (tmp != Py_None) {
-        Py_ssize_t n = PyObject_Length(tmp);
-        if (n < 0) goto error;
-        PyObject *lastv = PySequence_GetItem(tmp, n - 1);
-        if (lastv == NULL) goto error;
-        long long prefix_last = PyLong_AsLongLong(lastv);
-        Py_DECREF(lastv);
-        if (prefix_last == -1 && PyErr_Occurred()) goto error;
-        if (max_ts > prefix_last) {
-            PyObject *v = PyLong_FromLongLong(max_ts);
-            if (v == NULL) goto error;
-            r = PySequence_SetItem(tmp, n - 1, v);
-            Py_DECREF(v);
-            if (r < 0) goto error;
-        }
-    }
-    Py_CLEAR(tmp);
-    if (leader_epoch >= 0) {
-        PyObject *cache = PyObject_GetAttr(log, s_leader_epoch_cache);
-        if (cache == NULL) goto error;
-        /* LeaderEpochFileCache.latest_epoch: the last of its epochs, None without any. */
-        PyObject *epochs = PyObject_GetAttr(cache, s_epochs), *latest;
-        if (epochs == NULL) {  /* a missing attribute is a bug, as in get_ll */
-            Py_DECREF(cache);
-            goto error;
-        }
-        if (PyList_CheckExact(epochs)) {
-            Py_ssize_t n = PyList_GET_SIZE(epochs);
-            latest = Py_NewRef(n ? PyList_GET_ITEM(epochs, n - 1) : Py_None);
-        } else {
-            latest = PyObject_GetAttr(cache, s_latest_epoch);
-        }
-        Py_DECREF(epochs);
-        Py_DECREF(cache);
-        if (latest == NULL) goto error;
-        int assign = 1;
-        if (latest != Py_None) {
-            long long l = PyLong_AsLongLong(latest);
-            if (l == -1 && PyErr_Occurred()) { Py_DECREF(latest); goto error; }
-            assign = leader_epoch > l;
-        }
-        Py_DECREF(latest);
-        if (assign) {
-            tmp = PyObject_CallMethod(log, "_assign_epoch", "LL", leader_epoch, leo);
-            if (tmp == NULL) goto error;
-            Py_CLEAR(tmp);
-        }
-    }
-    if (h->producer_id >= 0) {
-        /* ProducerStateManager.update for this data batch: the entry checked above, in the same epoch,
-         * gets the batch's metadata. Anything that changed meanwhile goes through Python's update. */
-        long long entry_epoch;
-        PyObject *producers = PyObject_GetAttr(ps, s_producers);
-        if (producers == NULL) goto error;
-        PyObject *pid = PyLong_FromLongLong(h->producer_id);
-        if (pid == NULL) { Py_DECREF(producers); goto error; }
-        PyObject *now_entry = PyObject_GetItem(producers, pid);
-        Py_DECREF(pid);
-        Py_DECREF(producers);
-        if (now_entry == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
-            PyErr_Clear();
-        }
-        r = now_entry == entry ? get_ll(entry, s_producer_epoch, &entry_epoch) : 1;
-        Py_XDECREF(now_entry);
-        if (r < 0) goto error;
-        if (r == 0 && entry_epoch == h->producer_epoch) {
-            PyObject *meta = new_named_tuple(BatchMetadata_t, Py_BuildValue(
-                "(LLLLL)", h->base_sequence, last_sequence, leo, last_offset, h->max_timestamp));
-            if (meta == NULL) goto error;
-            PyObject *batches = PyObject_GetAttr(entry, s_batches);
-            if (batches == NULL) { Py_DECREF(meta); goto error; }
-            PyObject *ok = PyObject_CallMethodOneArg(batches, s_append, meta);
-            Py_DECREF(batches);
-            Py_DECREF(meta);
-            if (ok == NULL) goto error;
-            Py_DECREF(ok);
-            if (set_ll(entry, s_last_timestamp, h->max_timestamp) < 0) goto error;
-        } else {
-            tmp = PyObject_CallMethodObjArgs(log, s_apply_producer_state, header, Py_None, seg, NULL);
-            if (tmp == NULL) goto error;
-            Py_CLEAR(tmp);
-        }
-    }
-    if (set_ll(ps, s_map_end_offset, last_offset + 1) < 0) goto error;
-    long long recovery_point, log_start_offset;
-    if (get_ll(log, s_recovery_point, &recovery_point) < 0) goto error;
-    if (last_offset + 1 - recovery_point >= flush_messages) {
-        tmp = PyObject_CallMethodNoArgs(log, s_flush);
-        if (tmp == NULL) goto error;
-        Py_CLEAR(tmp);
-    }
-    if (get_ll(log, s_log_start_offset, &log_start_offset) < 0) goto error;
-    {
-        const long long info[7] = {leo, last_offset, max_ts, last_offset, log_append_time_ms, log_start_offset,
-                                   h->records_count};
-        result = new_append_info(info, total);
+        long long info[7] = {leo, last_offset, max_ts, last_offset, log_append_time_ms, 0, h->records_count};
+        result = finish_append(log, ps, info, total, flush_messages);
     }
     goto done;
 
@@ -786,17 +829,80 @@ fallback:
 error:
     result = NULL;
 done:
-    Py_XDECREF(tmp);
     Py_XDECREF(ps);
     Py_XDECREF(entry);
     Py_XDECREF(segments);
     Py_XDECREF(seg);
     Py_XDECREF(seg_max);
-    Py_XDECREF(handle);
     Py_XDECREF(header);
     Py_XDECREF(headers);
-    Py_XDECREF(recent_item);
     return result;
+}
+
+/* Reads a v2 batch header at ``p`` (at least HEADER_SIZE bytes) into ``h``. */
+static void read_header(const unsigned char *p, Header *h) {
+    h->batch_length = (int32_t)rd32(p + OFF_BATCH_LENGTH);
+    h->magic = p[OFF_MAGIC];
+    h->crc = rd32(p + OFF_CRC);
+    h->attributes = (int16_t)rd16(p + OFF_ATTRIBUTES);
+    h->last_offset_delta = (int32_t)rd32(p + OFF_LAST_OFFSET_DELTA);
+    h->base_timestamp = (int64_t)rd64(p + OFF_BASE_TIMESTAMP);
+    h->max_timestamp = (int64_t)rd64(p + OFF_MAX_TIMESTAMP);
+    h->producer_id = (int64_t)rd64(p + OFF_PRODUCER_ID);
+    h->producer_epoch = (int16_t)rd16(p + OFF_PRODUCER_EPOCH);
+    h->base_sequence = (int32_t)rd32(p + OFF_BASE_SEQUENCE);
+    h->records_count = (int32_t)rd32(p + OFF_RECORDS_COUNT);
+}
+
+/* Whether the log is online and open, and PartitionLog._append_limits() into ``lim``: (max.message.bytes,
+ * segment.bytes, segment.ms, flush.messages, flush.ms), read from its cache while that is for the log's
+ * current config. 1, 0 when Python decides (offline, closed, an unexpected shape), -1 error. */
+static int read_limits(PyObject *log, long long *lim) {
+    PyObject *limits = NULL;
+    int r = get_bool(log, s_offline);
+    if (r != 0) return r < 0 ? -1 : 0;
+    r = get_bool(log, s_closed);
+    if (r != 0) return r < 0 ? -1 : 0;
+    PyObject *config = PyObject_GetAttr(log, s_config), *cached;
+    if (config == NULL) return -1;
+    cached = PyObject_GetAttr(log, s_limits_cache);
+    if (cached != NULL && PyTuple_CheckExact(cached) && PyTuple_GET_SIZE(cached) == 2 &&
+        PyTuple_GET_ITEM(cached, 0) == config)
+        limits = Py_NewRef(PyTuple_GET_ITEM(cached, 1));
+    Py_DECREF(config);
+    Py_XDECREF(cached);
+    if (cached == NULL) return -1;
+    if (limits == NULL) limits = PyObject_CallMethodNoArgs(log, s_append_limits);
+    if (limits == NULL) return -1;
+    r = 1;
+    if (!PyTuple_Check(limits) || PyTuple_GET_SIZE(limits) != 5) {
+        r = 0;
+    } else {
+        for (int i = 0; i < 5 && r == 1; i++) {
+            lim[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(limits, i));
+            if (lim[i] == -1 && PyErr_Occurred()) r = -1;
+        }
+    }
+    Py_DECREF(limits);
+    return r;
+}
+
+/* The log's clock: the broker's (now_ms) read here, not through a Python call; a test's called. 0, or
+ * -1 with an exception. */
+static int log_now(PyObject *log, long long *now) {
+    PyObject *clock = PyObject_GetAttr(log, s_clock);
+    if (clock == NULL) return -1;
+    if (clock == now_ms_fn) {
+        Py_DECREF(clock);
+        *now = realtime_ms();
+        return 0;
+    }
+    PyObject *v = PyObject_CallNoArgs(clock);
+    Py_DECREF(clock);
+    if (v == NULL) return -1;
+    *now = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*now == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
 static PyObject *append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -817,67 +923,23 @@ static PyObject *append_batch(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_Clear();  /* read-only or not contiguous: Python copies it */
         Py_RETURN_NONE;
     }
-    PyObject *result = NULL, *limits = NULL, *lock = NULL, *clock_v = NULL;
+    PyObject *result = NULL, *lock = NULL;
     unsigned char *buf = (unsigned char *)view.buf;
     const Py_ssize_t total = view.len;
     Header h;
     /* buffer_headers' checks, for exactly one batch filling the buffer */
     if (total < HEADER_SIZE) goto fallback;
-    h.batch_length = (int32_t)rd32(buf + OFF_BATCH_LENGTH);
-    h.magic = buf[OFF_MAGIC];
-    h.crc = rd32(buf + OFF_CRC);
-    h.attributes = (int16_t)rd16(buf + OFF_ATTRIBUTES);
-    h.last_offset_delta = (int32_t)rd32(buf + OFF_LAST_OFFSET_DELTA);
-    h.base_timestamp = (int64_t)rd64(buf + OFF_BASE_TIMESTAMP);
-    h.max_timestamp = (int64_t)rd64(buf + OFF_MAX_TIMESTAMP);
-    h.producer_id = (int64_t)rd64(buf + OFF_PRODUCER_ID);
-    h.producer_epoch = (int16_t)rd16(buf + OFF_PRODUCER_EPOCH);
-    h.base_sequence = (int32_t)rd32(buf + OFF_BASE_SEQUENCE);
-    h.records_count = (int32_t)rd32(buf + OFF_RECORDS_COUNT);
+    read_header(buf, &h);
     if (h.magic != 2 || h.batch_length < MIN_BATCH_LENGTH || h.batch_length + LOG_OVERHEAD != total ||
         h.last_offset_delta < 0 || h.records_count < 0 || (int64_t)rd64(buf) < 0)
         goto fallback;
     if (h.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG)) goto fallback;
 
-    int r = get_bool(log, s_offline);
-    if (r != 0) goto fallback_or_error;
-    r = get_bool(log, s_closed);
-    if (r != 0) goto fallback_or_error;
-    /* (max.message.bytes, segment.bytes, segment.ms, flush.messages, flush.ms): PartitionLog._append_limits,
-     * read here from its cache while that is for the log's current config. */
-    {
-        PyObject *config = PyObject_GetAttr(log, s_config), *cached = NULL;
-        if (config == NULL) goto error;
-        cached = PyObject_GetAttr(log, s_limits_cache);
-        if (cached != NULL && PyTuple_CheckExact(cached) && PyTuple_GET_SIZE(cached) == 2 &&
-            PyTuple_GET_ITEM(cached, 0) == config)
-            limits = Py_NewRef(PyTuple_GET_ITEM(cached, 1));
-        Py_DECREF(config);
-        Py_XDECREF(cached);
-        if (cached == NULL) goto error;
-    }
-    if (limits == NULL) limits = PyObject_CallMethodNoArgs(log, s_append_limits);
-    if (limits == NULL) goto error;
-    long long lim[5];
-    if (!PyTuple_Check(limits) || PyTuple_GET_SIZE(limits) != 5) goto fallback;
-    for (int i = 0; i < 5; i++) {
-        lim[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(limits, i));
-        if (lim[i] == -1 && PyErr_Occurred()) goto error;
-    }
+    long long lim[5], now;
+    int r = read_limits(log, lim);
+    if (r != 1) goto fallback_or_error;
     if (h.batch_length + LOG_OVERHEAD > lim[0] || total > lim[1]) goto fallback;  /* refused by Python */
-    PyObject *clock = PyObject_GetAttr(log, s_clock);
-    if (clock == NULL) goto error;
-    long long now;
-    if (clock == now_ms_fn) {  /* the broker's clock: read here, not through a Python call */
-        Py_DECREF(clock);
-        now = realtime_ms();
-    } else {  /* a test's clock */
-        clock_v = PyObject_CallNoArgs(clock);
-        Py_DECREF(clock);
-        if (clock_v == NULL) goto error;
-        now = PyLong_AsLongLong(clock_v);
-        if (now == -1 && PyErr_Occurred()) goto error;
-    }
+    if (log_now(log, &now) < 0) goto error;
     lock = PyObject_GetAttr(log, s_lock);
     if (lock == NULL || acquire_lock(lock) < 0) goto error;
     result = append_locked(log, buf, total, &h, leader_epoch, log_append_time_ms, now, lim[1], lim[2], lim[3]);
@@ -892,9 +954,187 @@ fallback:
 error:
     result = NULL;
 done:
-    Py_XDECREF(limits);
     Py_XDECREF(lock);
-    Py_XDECREF(clock_v);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* At most this many batches in one follower append here; a longer fetch goes through Python. */
+#define FOLLOWER_MAX_BATCHES 64
+
+/* The locked part of a follower's append of ``n`` parsed batches (``hs``, at ``pos`` in the buffer, with
+ * their own base offsets and partition leader epochs): as append_locked, without assigning anything.
+ * Returns the AppendInfo, Py_None (new reference) for Python, or NULL with an exception. */
+static PyObject *follower_locked(PyObject *log, const unsigned char *buf, Py_ssize_t total, const Header *hs,
+                                 const long long *pos, const long long *base, const long long *ple, int n,
+                                 long long now, long long segment_bytes, long long segment_ms,
+                                 long long flush_messages) {
+    PyObject *result = NULL, *ps = NULL, *segments = NULL, *seg = NULL, *seg_max = NULL, *headers = NULL;
+    long long leo, seg_size;
+    int r;
+
+    r = get_bool(log, s_offline);
+    if (r != 0) goto fallback_or_error;
+    r = get_bool(log, s_closed);
+    if (r != 0) goto fallback_or_error;
+    ps = PyObject_GetAttr(log, s_producer_state);
+    if (ps == NULL) goto error;
+    if (get_ll(log, s_leo, &leo) < 0) goto error;
+    if (base[0] != leo) goto fallback;  /* a gap after the LEO (or an error below it): Python */
+    const long long last_offset = base[n - 1] + hs[n - 1].last_offset_delta;
+    long long max_ts = -1, offset_of_max = last_offset, count = 0;
+    for (int i = 0; i < n; i++) {
+        count += hs[i].records_count;
+        if (hs[i].max_timestamp > max_ts) {
+            max_ts = hs[i].max_timestamp;
+            offset_of_max = base[i] + hs[i].last_offset_delta;
+        }
+    }
+    segments = PyObject_GetAttr(log, s_segments);
+    if (segments == NULL) goto error;
+    Py_ssize_t nseg = PyObject_Length(segments);
+    if (nseg < 0) goto error;
+    if (nseg == 0) goto fallback;
+    seg = PySequence_GetItem(segments, nseg - 1);
+    if (seg == NULL) goto error;
+    if (get_ll(seg, s_size, &seg_size) < 0) goto error;
+    r = segment_would_roll(seg, seg_size, total, segment_bytes, segment_ms, now, max_ts, last_offset);
+    if (r != 0) goto fallback_or_error;
+    seg_max = PyObject_GetAttr(seg, s_max_ts);
+    if (seg_max == NULL) goto error;
+    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) != 2) goto fallback;  /* None: read back */
+
+    /* From here on, the append happens (or fails as PartitionLog.append would). */
+    headers = PyList_New(n);
+    if (headers == NULL) goto error;
+    for (int i = 0; i < n; i++) {
+        const Header *h = &hs[i];
+        PyObject *header = new_named_tuple(BatchHeader_t, Py_BuildValue(
+            "(LLLLiLLLLLLLLL)", pos[i], base[i], h->batch_length, ple[i], h->magic, h->crc, h->attributes,
+            h->last_offset_delta, h->base_timestamp, h->max_timestamp, h->producer_id, h->producer_epoch,
+            h->base_sequence, h->records_count));
+        if (header == NULL) goto error;
+        PyList_SET_ITEM(headers, i, header);
+    }
+    if (segment_append(log, seg, buf, total, seg_size, last_offset, max_ts, offset_of_max, headers) < 0) goto error;
+    for (int i = 0; i < n; i++) {
+        const Header *h = &hs[i];
+        if (ple[i] >= 0 && assign_epoch_if_newer(log, ple[i], base[i]) < 0) goto error;
+        if (h->producer_id >= 0) {
+            const long long last_sequence = (h->base_sequence + h->last_offset_delta) % (INT32_MAX_ + 1);
+            if (producer_update(log, ps, NULL, PyList_GET_ITEM(headers, i), seg, h, base[i], last_sequence) < 0)
+                goto error;
+        }
+    }
+    {
+        long long info[7] = {base[0], last_offset, max_ts, offset_of_max, -1, 0, count};
+        result = finish_append(log, ps, info, total, flush_messages);
+    }
+    goto done;
+
+fallback_or_error:
+    if (r < 0) goto error;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(ps);
+    Py_XDECREF(segments);
+    Py_XDECREF(seg);
+    Py_XDECREF(seg_max);
+    Py_XDECREF(headers);
+    return result;
+}
+
+/* Is the stored CRC-32C of the batch at ``p`` (``size`` bytes) that of its bytes from the attributes on?
+ * 1 yes, 0 no, -1 error. With the crc32c package's function, as crc_is_valid. */
+static int batch_crc_is_valid(const unsigned char *p, long long size, long long stored) {
+    PyObject *section = PyMemoryView_FromMemory((char *)(p + OFF_ATTRIBUTES), size - OFF_ATTRIBUTES, PyBUF_READ);
+    if (section == NULL) return -1;
+    PyObject *crc = PyObject_CallOneArg(crc32c_fn, section);
+    Py_DECREF(section);
+    if (crc == NULL) return -1;
+    unsigned long computed = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (computed == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    return (long long)computed == stored;
+}
+
+/* append_follower(log, records): a follower's append of the batches a fetch brought (Kafka's
+ * appendAsFollower; in Python PartitionLog.append without assigning offsets), for the common case only:
+ *
+ *   - whole v2 batches, at most FOLLOWER_MAX_BATCHES, neither transactional nor control batches, whose
+ *     offsets follow each other from the log's LEO, each with a valid CRC (checked whatever the batch's
+ *     origin, as Python does), and a sequence for a producer's;
+ *   - within max.message.bytes and segment.bytes, into a segment that does not roll.
+ *
+ * The producer state gets each producer's batch as ProducerStateManager.update would (a follower checks
+ * no sequence). Anything else returns None before anything is changed. */
+static PyObject *append_follower(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "append_follower(log, records)");
+        return NULL;
+    }
+    if (BatchHeader_t == NULL || crc32c_fn == NULL) Py_RETURN_NONE;  /* not configured: Python appends */
+    PyObject *log = args[0], *records = args[1];
+    Py_buffer view;
+    if (PyObject_GetBuffer(records, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL, *lock = NULL;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    const Py_ssize_t total = view.len;
+    Header hs[FOLLOWER_MAX_BATCHES];
+    long long pos[FOLLOWER_MAX_BATCHES], base[FOLLOWER_MAX_BATCHES], ple[FOLLOWER_MAX_BATCHES], lim[5], now;
+    int n = 0, r = 0;
+    /* buffer_headers' checks, and the batches' offsets one after the other */
+    for (long long p = 0; p < total; n++) {
+        if (n == FOLLOWER_MAX_BATCHES || total - p < HEADER_SIZE) goto fallback;
+        Header *h = &hs[n];
+        read_header(buf + p, h);
+        base[n] = (int64_t)rd64(buf + p);
+        ple[n] = (int32_t)rd32(buf + p + OFF_EPOCH);
+        pos[n] = p;
+        const long long size = h->batch_length + LOG_OVERHEAD;
+        if (h->magic != 2 || h->batch_length < MIN_BATCH_LENGTH || h->last_offset_delta < 0 ||
+            h->records_count < 0 || base[n] < 0 || p + size > total)
+            goto fallback;
+        if (h->attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG)) goto fallback;
+        if (h->producer_id >= 0 && h->base_sequence < 0) goto fallback;
+        if (n > 0 && base[n] != base[n - 1] + hs[n - 1].last_offset_delta + 1) goto fallback;
+        p += size;
+    }
+    if (n == 0) goto fallback;
+    r = read_limits(log, lim);
+    if (r != 1) goto fallback_or_error;
+    for (int i = 0; i < n; i++) {
+        if (hs[i].batch_length + LOG_OVERHEAD > lim[0]) goto fallback;  /* refused by Python */
+    }
+    if (total > lim[1]) goto fallback;
+    for (int i = 0; i < n; i++) {
+        r = batch_crc_is_valid(buf + pos[i], hs[i].batch_length + LOG_OVERHEAD, hs[i].crc);
+        if (r != 1) goto fallback_or_error;  /* corrupt: Python raises its error */
+    }
+    if (log_now(log, &now) < 0) goto error;
+    lock = PyObject_GetAttr(log, s_lock);
+    if (lock == NULL || acquire_lock(lock) < 0) goto error;
+    result = follower_locked(log, buf, total, hs, pos, base, ple, n, now, lim[1], lim[2], lim[3]);
+    if (release_lock(lock) < 0) Py_CLEAR(result);
+    goto done;
+
+fallback_or_error:
+    if (r < 0) goto error;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(lock);
     PyBuffer_Release(&view);
     return result;
 }
@@ -904,8 +1144,12 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
     static const char *const append_info_fields[APPEND_INFO_FIELDS] = {
         "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp", "log_append_time_ms",
         "log_start_offset", "records_count", "valid_bytes", "duplicate"};
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "configure(BatchHeader, AppendInfo, BatchMetadata, now_ms)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "configure(BatchHeader, AppendInfo, BatchMetadata, now_ms, crc32c)");
+        return NULL;
+    }
+    if (!PyCallable_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "configure: crc32c is a function");
         return NULL;
     }
     for (int i = 0; i < 3; i++) {
@@ -933,6 +1177,7 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_XSETREF(AppendInfo_t, Py_NewRef(args[1]));
     Py_XSETREF(BatchMetadata_t, Py_NewRef(args[2]));
     Py_XSETREF(now_ms_fn, Py_NewRef(args[3]));
+    Py_XSETREF(crc32c_fn, Py_NewRef(args[4]));
     Py_RETURN_TRUE;
 }
 
@@ -940,17 +1185,21 @@ static PyMethodDef methods[] = {
     {"append_batch", (PyCFunction)(void (*)(void))append_batch, METH_FASTCALL,
      "append_batch(log, records, leader_epoch, log_append_time_ms): the AppendInfo of one client batch\n"
      "appended as leader, or None when PartitionLog.append has to decide."},
+    {"append_follower", (PyCFunction)(void (*)(void))append_follower, METH_FASTCALL,
+     "append_follower(log, records): the AppendInfo of a fetch's batches appended as follower, or None\n"
+     "when PartitionLog.append has to decide."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(BatchHeader, AppendInfo, BatchMetadata, now_ms): the classes the appends build and the\n"
-     "broker's clock; False (and not configured) when they cannot be built without their constructors."},
+     "configure(BatchHeader, AppendInfo, BatchMetadata, now_ms, crc32c): the classes the appends build, the\n"
+     "broker's clock and the CRC-32C function; False (and not configured) when the classes cannot be built\n"
+     "without their constructors."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_leader_append", NULL, -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_compiled_append", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 #define INTERN(var, text) do { if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL; } while (0)
 
-PyMODINIT_FUNC PyInit__leader_append(void) {
+PyMODINIT_FUNC PyInit__compiled_append(void) {
     INTERN(s_offline, "_offline");
     INTERN(s_closed, "_closed");
     INTERN(s_lock, "_lock");

@@ -1,8 +1,0 @@
-# The leader's append of one client batch, compiled (storage/_leader_append.c), used through
-# storage.leader_append and tested against PartitionLog.append in tests/storage/test_leader_append.py.
-from collections.abc import Callable
-from typing import Any
-
-def configure(batch_header_cls: type, append_info_cls: type, batch_metadata_cls: type,
-              now_ms: Callable[[], int], /) -> bool: ...
-def append_batch(log: Any, records: Any, leader_epoch: int, log_append_time_ms: int, /) -> Any: ...
