@@ -1,6 +1,7 @@
-"""The leader's produce path in-process: what ``ReplicaManager.append_records`` costs per batch.
+"""The leader's produce path in-process: what ``ReplicaManager.append_records`` costs per batch; and
+a follower's append of the same batches (``PartitionLog.append_as_follower``).
 
-Run: ``python -m tests.bench append`` (part of ``make bench``; about 30 s).
+Run: ``python -m tests.bench append`` (part of ``make bench``; about 45 s).
 
 The requests have the shape Kafka's ProducerPerformance sends with its defaults (full 16 KiB batches
 of 100-byte records from an idempotent producer, acks=1): one partition a request, and twelve
@@ -8,7 +9,9 @@ partitions of a 1,000-partition topic a request (the fewest the Java producer's 
 sending to one broker: 12 to 35 batches a request). Their records are writable memoryviews, as the
 broker decodes them from its receive buffer. A real ReplicaManager, LogManager and logs on the disk of ``.cache/``; no sockets and no event-loop
 turns between requests, so the figures are the append path alone: LogValidator, the producer-state
-check, offset assignment, the segment write and its indexes, the HW and the answer.
+check, offset assignment, the segment write and its indexes, the HW and the answer. The follower's
+case appends what the leader stored, one and two batches a fetch (the replica fetcher's append: the
+CRC check, the write, the indexes, the producer state and the leader epochs; not the fetch itself).
 
 Each figure is the best of three passes of CPU time (``time.process_time``), which other load on the
 machine changes less than it changes elapsed time. Beside it: ``pwrite`` of the same batches to one
@@ -32,6 +35,7 @@ from config.registry import BrokerConfig, LogConfig
 from protocol.api_versions import ApiKey
 from protocol.messages import request_type
 from protocol.records import NewRecord, build_batch
+from storage.log import PartitionLog
 from storage.log_manager import LogManager
 
 BENCH_DIR = os.environ.get("KAFKETTE_BENCH_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), ".cache"))
@@ -110,6 +114,41 @@ def append_cpu(root: str, partitions: int, per_request: int, requests: int) -> t
         leader.close()
 
 
+def fetched_pieces(root: str, batches: int, per_fetch: int) -> list[bytes]:
+    """What a follower's fetches bring: the leader's stored batches (offsets and epoch assigned), joined
+    ``per_fetch`` at a time (the Java producer's acks=all load gave its followers about two a fetch)."""
+    leader = Leader(root, 1)
+    try:
+        stored = []
+        for body in produce_requests(1, 1, batches):
+            data = body.topic_data[0].partition_data[0].records
+            resp = asyncio.run(leader.rm.append_records(body, 9))
+            if resp.responses[0].partition_responses[0].error_code:
+                raise RuntimeError("append refused")
+            stored.append(bytes(data))  # appended in place: now the leader's bytes
+        return [b"".join(stored[i:i + per_fetch]) for i in range(0, len(stored), per_fetch)]
+    finally:
+        leader.close()
+
+
+def follower_append_cpu(root: str, pieces: list[bytes]) -> float:
+    """CPU seconds for a fresh follower log appending ``pieces`` as the replica fetcher does (the first
+    two, which map its indexes, not counted)."""
+    directory = tempfile.mkdtemp(prefix="bench-follower-", dir=root)
+    lg = PartitionLog(os.path.join(directory, "p-0"), LogConfig.from_broker(BrokerConfig(), {}))
+    try:
+        views = [memoryview(p) for p in pieces]
+        for v in views[:2]:
+            lg.append_as_follower(v)
+        started = time.process_time()
+        for v in views[2:]:
+            lg.append_as_follower(v)
+        return time.process_time() - started
+    finally:
+        lg.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def pwrite_cpu(root: str, size: int, batches: int) -> float:
     """CPU seconds for pwrite-appending ``batches`` chunks of ``size`` bytes to one file."""
     path = os.path.join(root, f"bench-append-raw-{os.getpid()}")
@@ -143,6 +182,18 @@ def main() -> None:
         per_batch, raw_per_batch = cpu / batches * 1e6, raw / batches * 1e6
         print(f"  {label:<40} {per_batch:7.1f}  {per_batch * 1000 / RECORDS_PER_BATCH:8.0f} ns "
               f"{raw_per_batch:11.1f}  {per_batch - raw_per_batch:8.1f}")
+    print("PartitionLog.append_as_follower in-process: the same batches as the leader stored them, as the "
+          "replica fetcher appends them; CPU us per fetch, best of 3 passes")
+    print(f"  {'case':<40} {'append':>8} {'per record':>11} {'pwrite alone':>13} {'the rest':>9}")
+    for per_fetch in (1, 2):
+        pieces = fetched_pieces(BENCH_DIR, requests, per_fetch)
+        cpu = min(follower_append_cpu(BENCH_DIR, pieces) for _ in range(3))
+        fetches = len(pieces) - 2
+        raw = min(pwrite_cpu(BENCH_DIR, len(pieces[0]), fetches) for _ in range(3))
+        per_fetch_us, raw_us = cpu / fetches * 1e6, raw / fetches * 1e6
+        label = f"{per_fetch} batch{'es' if per_fetch > 1 else ''} a fetch"
+        print(f"  {label:<40} {per_fetch_us:7.1f}  {per_fetch_us * 1000 / (per_fetch * RECORDS_PER_BATCH):8.0f} ns "
+              f"{raw_us:11.1f}  {per_fetch_us - raw_us:8.1f}")
     sys.stdout.flush()
 
 

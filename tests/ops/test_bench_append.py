@@ -30,3 +30,11 @@ def test_the_leader_appends_every_batch(tmp_path: Path) -> None:
         assert [leader.rm.partitions[("p", i)].log_end_offset for i in range(2)] == [3 * ba.RECORDS_PER_BATCH] * 2
     finally:
         leader.close()
+
+
+def test_the_follower_appends_the_leaders_batches(tmp_path: Path) -> None:
+    pieces = ba.fetched_pieces(str(tmp_path), batches=6, per_fetch=2)
+    assert len(pieces) == 3 and all(32_000 < len(p) <= 2 * 16_384 for p in pieces)
+    # Offsets as the leader assigned them: the pieces continue each other from 0.
+    assert [int.from_bytes(p[:8], "big") for p in pieces] == [0, 2 * ba.RECORDS_PER_BATCH, 4 * ba.RECORDS_PER_BATCH]
+    assert ba.follower_append_cpu(str(tmp_path), pieces) >= 0
