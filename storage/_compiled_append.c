@@ -9,9 +9,9 @@
  * most of the broker's CPU. These are the same sequences, for the common cases only:
  *
  *   - as leader: exactly one v2 batch, neither transactional nor a control batch, in a writable buffer;
- *     no producer id, or a producer already known here, in the same epoch, whose batch follows its last
- *     one (not a retry of one of its last five), without an open transaction, and with no transaction
- *     verification in progress in the log;
+ *     no producer id, a producer's first batch here, or a producer already known here, in the same
+ *     epoch, whose batch follows its last one (not a retry of one of its last five), without an open
+ *     transaction; and no transaction verification in progress in the log;
  *   - as follower: whole v2 batches, neither transactional nor control batches, whose offsets continue
  *     the log from its LEO, each with a valid CRC;
  *   - within max.message.bytes and segment.bytes, into a segment that does not roll, whose rolling
@@ -769,17 +769,21 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
         entry = PyObject_GetItem(producers, pid);
         Py_DECREF(pid);
         Py_DECREF(producers);
+        last_sequence = (h->base_sequence + h->last_offset_delta) % (INT32_MAX_ + 1);
         if (entry == NULL) {
+            /* The producer's first batch here: check_append has nothing to check for a producer without
+             * state (any epoch and sequence start it, as in Kafka), and the update after the write
+             * creates its entry through _apply_producer_state. With a thousand partitions, each new
+             * producer's first batch in each of them comes this way. */
             if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto error;
             PyErr_Clear();
-            goto fallback;  /* a producer's first batch here */
+        } else {
+            long long entry_epoch;
+            if (get_ll(entry, s_producer_epoch, &entry_epoch) < 0) goto error;
+            if (entry_epoch != h->producer_epoch || entry_epoch == NO_PRODUCER_EPOCH) goto fallback;
+            r = producer_batch_follows(entry, h->base_sequence, last_sequence);
+            if (r != 1) goto fallback_or_error;
         }
-        long long entry_epoch;
-        if (get_ll(entry, s_producer_epoch, &entry_epoch) < 0) goto error;
-        if (entry_epoch != h->producer_epoch || entry_epoch == NO_PRODUCER_EPOCH) goto fallback;
-        last_sequence = (h->base_sequence + h->last_offset_delta) % (INT32_MAX_ + 1);
-        r = producer_batch_follows(entry, h->base_sequence, last_sequence);
-        if (r != 1) goto fallback_or_error;
     }
 
     if (get_ll(log, s_leo, &leo) < 0) goto error;

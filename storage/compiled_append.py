@@ -6,8 +6,8 @@ thousand partitions, or three replicas, that Python is most of the broker's CPU.
 do the same for the common case and return None for everything else before they change anything, so
 ``PartitionLog.append`` still decides every other append with its own errors:
 
-* ``append_batch``: the leader's, for one plain batch of no producer or of a known one, next in its
-  sequence, in a segment that does not roll;
+* ``append_batch``: the leader's, for one plain batch of no producer, of a producer new here, or of a
+  known one, next in its sequence, in a segment that does not roll;
 * ``append_follower``: a follower's, for plain batches that continue the log from its LEO, each with a
   valid CRC, in a segment that does not roll.
 

@@ -452,3 +452,21 @@ def test_a_full_cache_closes_the_file_after_its_append(tmp_path: Any) -> None:
     compiled = run(True)
     assert compiled == run(False)
     assert [is_open for _, is_open in compiled] == [[False, False], [False, False]]
+
+
+def test_a_producers_first_batch_is_compiled(tmp_path: Any) -> None:
+    """A producer without state here starts with its first batch, at any sequence (its earlier state may
+    have expired): with a thousand partitions, each new producer's first batch in each of them is such
+    an append. It stays compiled, and the producer's entry is the one Python creates."""
+    assert COMPILED is not None
+    twins = Twins(str(tmp_path), {})
+    rng = random.Random(7)
+    served = COMPILED.served
+    for pid, first_sequence in ((5, 0), (6, 40)):
+        pr = Producer(pid)
+        pr.seq = first_sequence
+        assert twins.leader_append(client_batch(rng, twins.now[0], producer=pr), 0)[0] == "ok"
+    assert COMPILED.served - served == 2
+    assert sorted(twins.c.producer_state.producers) == [5, 6]
+    twins.close()
+    assert files(twins.dirs[0]) == files(twins.dirs[1])
