@@ -313,6 +313,51 @@ static int segment_would_roll(PyObject *seg, long long seg_size, long long appen
     return (v < 0 || v > INT32_MAX_) ? 1 : 0;
 }
 
+/* Is the log online and not closed (PartitionLog._check_online passes)? 1 yes, 0 no (Python raises its
+ * error), -1 error. */
+static int log_is_open(PyObject *log) {
+    int r = get_bool(log, s_offline);
+    if (r != 0) return r < 0 ? -1 : 0;
+    r = get_bool(log, s_closed);
+    if (r != 0) return r < 0 ? -1 : 0;
+    return 1;
+}
+
+/* The active segment, when an append of ``total`` bytes up to ``last_offset`` goes into it without a roll
+ * and its largest timestamp is in memory: 1 with *seg_out (a new reference) and *seg_size, 0 when Python
+ * decides (no segment, a roll, a largest timestamp to read back), -1 error. */
+static int active_segment(PyObject *log, Py_ssize_t total, long long segment_bytes, long long segment_ms,
+                          long long now, long long max_ts, long long last_offset, PyObject **seg_out,
+                          long long *seg_size) {
+    PyObject *segments = PyObject_GetAttr(log, s_segments), *seg = NULL, *seg_max = NULL;
+    if (segments == NULL) return -1;
+    int r = -1;
+    Py_ssize_t nseg = PyObject_Length(segments);
+    if (nseg <= 0) {
+        r = nseg < 0 ? -1 : 0;
+        goto done;
+    }
+    seg = PySequence_GetItem(segments, nseg - 1);
+    if (seg == NULL || get_ll(seg, s_size, seg_size) < 0) goto done;
+    r = segment_would_roll(seg, *seg_size, total, segment_bytes, segment_ms, now, max_ts, last_offset);
+    if (r != 0) {
+        r = r < 0 ? -1 : 0;
+        goto done;
+    }
+    seg_max = PyObject_GetAttr(seg, s_max_ts);
+    if (seg_max == NULL) {
+        r = -1;
+        goto done;
+    }
+    r = PyTuple_Check(seg_max) && PyTuple_GET_SIZE(seg_max) == 2;  /* None: read back by Python */
+    if (r == 1) *seg_out = Py_NewRef(seg);
+done:
+    Py_DECREF(segments);
+    Py_XDECREF(seg);
+    Py_XDECREF(seg_max);
+    return r;
+}
+
 /* pwrite all of buf at position, as LogSegment.append: a partial write is cut off again before the
  * error is raised. 0, or -1 with OSError set. */
 static int write_all(int fd, const unsigned char *buf, Py_ssize_t total, long long position) {
@@ -742,16 +787,13 @@ static PyObject *finish_append(PyObject *log, PyObject *ps, long long *info, Py_
 static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t total, const Header *h,
                                long long leader_epoch, long long log_append_time_ms, long long now,
                                long long segment_bytes, long long segment_ms, long long flush_messages) {
-    PyObject *result = NULL, *ps = NULL, *entry = NULL, *segments = NULL, *seg = NULL, *seg_max = NULL,
-             *header = NULL, *headers = NULL;
+    PyObject *result = NULL, *ps = NULL, *entry = NULL, *seg = NULL, *header = NULL, *headers = NULL;
     long long leo, seg_size;
     long long last_sequence = -1;
     int r;
 
-    r = get_bool(log, s_offline);
-    if (r != 0) goto fallback_or_error;
-    r = get_bool(log, s_closed);
-    if (r != 0) goto fallback_or_error;
+    r = log_is_open(log);
+    if (r != 1) goto fallback_or_error;
     ps = PyObject_GetAttr(log, s_producer_state);
     if (ps == NULL) goto error;
     if (h->producer_id >= 0) {
@@ -789,19 +831,8 @@ static PyObject *append_locked(PyObject *log, unsigned char *buf, Py_ssize_t tot
     if (get_ll(log, s_leo, &leo) < 0) goto error;
     const long long last_offset = leo + h->last_offset_delta;
     const long long max_ts = h->max_timestamp > -1 ? h->max_timestamp : -1;
-    segments = PyObject_GetAttr(log, s_segments);
-    if (segments == NULL) goto error;
-    Py_ssize_t nseg = PyObject_Length(segments);
-    if (nseg < 0) goto error;
-    if (nseg == 0) goto fallback;
-    seg = PySequence_GetItem(segments, nseg - 1);
-    if (seg == NULL) goto error;
-    if (get_ll(seg, s_size, &seg_size) < 0) goto error;
-    r = segment_would_roll(seg, seg_size, total, segment_bytes, segment_ms, now, max_ts, last_offset);
-    if (r != 0) goto fallback_or_error;
-    seg_max = PyObject_GetAttr(seg, s_max_ts);
-    if (seg_max == NULL) goto error;
-    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) != 2) goto fallback;  /* None: read back */
+    r = active_segment(log, total, segment_bytes, segment_ms, now, max_ts, last_offset, &seg, &seg_size);
+    if (r != 1) goto fallback_or_error;
 
     /* From here on, the append happens (or fails as PartitionLog.append would). Offsets and the
      * leader epoch go into the buffer in place: fields outside the CRC. */
@@ -835,9 +866,7 @@ error:
 done:
     Py_XDECREF(ps);
     Py_XDECREF(entry);
-    Py_XDECREF(segments);
     Py_XDECREF(seg);
-    Py_XDECREF(seg_max);
     Py_XDECREF(header);
     Py_XDECREF(headers);
     return result;
@@ -863,10 +892,8 @@ static void read_header(const unsigned char *p, Header *h) {
  * current config. 1, 0 when Python decides (offline, closed, an unexpected shape), -1 error. */
 static int read_limits(PyObject *log, long long *lim) {
     PyObject *limits = NULL;
-    int r = get_bool(log, s_offline);
-    if (r != 0) return r < 0 ? -1 : 0;
-    r = get_bool(log, s_closed);
-    if (r != 0) return r < 0 ? -1 : 0;
+    int r = log_is_open(log);
+    if (r != 1) return r;
     PyObject *config = PyObject_GetAttr(log, s_config), *cached;
     if (config == NULL) return -1;
     cached = PyObject_GetAttr(log, s_limits_cache);
@@ -973,14 +1000,12 @@ static PyObject *follower_locked(PyObject *log, const unsigned char *buf, Py_ssi
                                  const long long *pos, const long long *base, const long long *ple, int n,
                                  long long now, long long segment_bytes, long long segment_ms,
                                  long long flush_messages) {
-    PyObject *result = NULL, *ps = NULL, *segments = NULL, *seg = NULL, *seg_max = NULL, *headers = NULL;
+    PyObject *result = NULL, *ps = NULL, *seg = NULL, *headers = NULL;
     long long leo, seg_size;
     int r;
 
-    r = get_bool(log, s_offline);
-    if (r != 0) goto fallback_or_error;
-    r = get_bool(log, s_closed);
-    if (r != 0) goto fallback_or_error;
+    r = log_is_open(log);
+    if (r != 1) goto fallback_or_error;
     ps = PyObject_GetAttr(log, s_producer_state);
     if (ps == NULL) goto error;
     if (get_ll(log, s_leo, &leo) < 0) goto error;
@@ -994,19 +1019,8 @@ static PyObject *follower_locked(PyObject *log, const unsigned char *buf, Py_ssi
             offset_of_max = base[i] + hs[i].last_offset_delta;
         }
     }
-    segments = PyObject_GetAttr(log, s_segments);
-    if (segments == NULL) goto error;
-    Py_ssize_t nseg = PyObject_Length(segments);
-    if (nseg < 0) goto error;
-    if (nseg == 0) goto fallback;
-    seg = PySequence_GetItem(segments, nseg - 1);
-    if (seg == NULL) goto error;
-    if (get_ll(seg, s_size, &seg_size) < 0) goto error;
-    r = segment_would_roll(seg, seg_size, total, segment_bytes, segment_ms, now, max_ts, last_offset);
-    if (r != 0) goto fallback_or_error;
-    seg_max = PyObject_GetAttr(seg, s_max_ts);
-    if (seg_max == NULL) goto error;
-    if (!PyTuple_Check(seg_max) || PyTuple_GET_SIZE(seg_max) != 2) goto fallback;  /* None: read back */
+    r = active_segment(log, total, segment_bytes, segment_ms, now, max_ts, last_offset, &seg, &seg_size);
+    if (r != 1) goto fallback_or_error;
 
     /* From here on, the append happens (or fails as PartitionLog.append would). */
     headers = PyList_New(n);
@@ -1045,9 +1059,7 @@ error:
     result = NULL;
 done:
     Py_XDECREF(ps);
-    Py_XDECREF(segments);
     Py_XDECREF(seg);
-    Py_XDECREF(seg_max);
     Py_XDECREF(headers);
     return result;
 }

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ import pytest
 import storage.log as log_module
 from protocol.records import build_control_batch
 from storage.log import PartitionLog
-from tests.storage.test_leader_append import CONFIGS, Counting, Producer, Twins, client_batch, files
+from tests.storage.test_leader_append import CONFIGS, Counting, Producer, Twins, client_batch, files, swapped
 
 COMPILED = Counting(log_module._append_follower) if log_module._append_follower is not None else None
 
@@ -33,14 +33,8 @@ def test_the_compiled_follower_append_is_built() -> None:
     assert COMPILED is not None
 
 
-@contextmanager
-def following_with(compiled: bool) -> Iterator[None]:
-    saved = log_module._append_follower
-    log_module._append_follower = COMPILED if compiled else None
-    try:
-        yield
-    finally:
-        log_module._append_follower = saved
+def following_with(compiled: bool) -> AbstractContextManager[None]:
+    return swapped("_append_follower", COMPILED if compiled else None)
 
 
 class Followers(Twins):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
@@ -54,13 +54,18 @@ def test_the_compiled_append_is_built() -> None:
 
 
 @contextmanager
-def appending_with(compiled: bool) -> Iterator[None]:
-    saved = log_module._append_batch
-    log_module._append_batch = COMPILED if compiled else None
+def swapped(name: str, value: Any) -> Iterator[None]:
+    """``storage.log``'s compiled function ``name`` replaced by ``value`` (None: Python only) for a while."""
+    saved = getattr(log_module, name)
+    setattr(log_module, name, value)
     try:
         yield
     finally:
-        log_module._append_batch = saved
+        setattr(log_module, name, saved)
+
+
+def appending_with(compiled: bool) -> AbstractContextManager[None]:
+    return swapped("_append_batch", COMPILED if compiled else None)
 
 
 class Twins:
