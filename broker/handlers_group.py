@@ -104,7 +104,7 @@ class ReplicatedOffsetsLog:
             if guards is not None:
                 # Checked here, with no await before the append: a marker cannot come in between.
                 require_verified(rm.leader_partition(tp).log, producer_id, guards.get(tp))
-            info = rm.append_internal(tp, memoryview(bytearray(batch)))
+            info = rm.append_internal(tp, memoryview(bytearray(batch)), required_acks)
         except Exception as e:
             code: Any = getattr(e, "code", None) or getattr(e, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
             raise KafkaError(int(code), str(e)) from None

@@ -157,18 +157,26 @@ class Partition:
 
     def append_as_leader(self, records: memoryview, required_acks: int, log_append_time_ms: int) -> AppendInfo:
         self.check_leader()
+        self._check_min_isr(required_acks)
+        info = self.log.append_as_leader(records, self.leader_epoch, log_append_time_ms)
+        self.maybe_increment_hw()
+        return info
+
+    def _check_min_isr(self, required_acks: int) -> None:
+        """Kafka's appendRecordsToLeader: an acks=all write is refused before it is appended while the ISR
+        is below min.insync.replicas (what is appended anyway would not be acknowledged)."""
         if required_acks == -1 and len(self.isr) < (min_isr := self.config.min_insync_replicas):
             raise PartitionError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"the ISR of {self.topic}-{self.partition} has {len(self.isr)} members, "
                 f"min.insync.replicas is {min_isr}")
-        info = self.log.append_as_leader(records, self.leader_epoch, log_append_time_ms)
-        self.maybe_increment_hw()
-        return info
 
-    def append_internal(self, records: memoryview | bytes) -> AppendInfo:
-        """Coordinator writes (offsets, group metadata, markers): leader-assigned offsets, no client rules."""
+    def append_internal(self, records: memoryview | bytes, required_acks: int = -1) -> AppendInfo:
+        """Coordinator writes (offsets, group metadata, markers): leader-assigned offsets, no client rules;
+        an acks=all one (all but offset commits with offsets.commit.required.acks other than -1) is
+        refused below min.insync.replicas, as a client's is."""
         self.check_leader()
+        self._check_min_isr(required_acks)
         data = records if isinstance(records, memoryview) else memoryview(bytearray(records))
         info = self.log.append(data, assign_offsets=True, leader_epoch=self.leader_epoch, from_client=False)
         self.maybe_increment_hw()

@@ -574,11 +574,13 @@ class ReplicaManager:
         for tp in pending:
             results[tp].error_code = ErrorCode.REQUEST_TIMED_OUT
 
-    def append_internal(self, tp: TP, records: bytes | memoryview) -> Any:
-        """Append coordinator-built batches (offsets, group metadata, txn markers) as leader."""
+    def append_internal(self, tp: TP, records: bytes | memoryview, required_acks: int = -1) -> Any:
+        """Append coordinator-built batches (offsets, group metadata, txn markers) as leader. With acks=all
+        (the coordinators' writes but offset commits configured otherwise), NOT_ENOUGH_REPLICAS before
+        anything is appended while the ISR is below min.insync.replicas."""
         p = self.leader_partition(tp)
         try:
-            info = p.append_internal(records)
+            info = p.append_internal(records, required_acks)
         except StorageError as e:
             raise PartitionError(_storage_error_code(e), str(e)) from None
         self.notify_append(tp)

@@ -35,10 +35,7 @@ class ReplicatedTxnLog:
         now = int(time.time() * 1000)
         batch = build_batch([NewRecord(k, v, now) for k, v in records])
         try:
-            p = rm.leader_partition(tp)
-            if len(p.isr) < p.config.min_insync_replicas:
-                return ErrorCode.NOT_ENOUGH_REPLICAS
-            info = rm.append_internal(tp, memoryview(bytearray(batch)))
+            info = rm.append_internal(tp, memoryview(bytearray(batch)))  # below min.insync.replicas: refused
         except PartitionError as e:
             return e.code
         return await rm.wait_for_hw(tp, info.last_offset + 1, timeout_s)

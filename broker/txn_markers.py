@@ -58,14 +58,11 @@ class TxnMarkerWriter:
             batch = build_control_batch(commit=commit, producer_id=producer_id, producer_epoch=producer_epoch,
                                         coordinator_epoch=coordinator_epoch, timestamp=now_ms())
             try:
-                p = rm.leader_partition(tp)
-                if len(p.isr) < p.config.min_insync_replicas:
-                    results[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
-                    continue
-                info = rm.append_internal(tp, memoryview(bytearray(batch)))
+                info = rm.append_internal(tp, memoryview(bytearray(batch)))  # below min.insync.replicas: refused
             except PartitionError as e:
                 results[tp] = e.code
-                if e.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                if e.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  ErrorCode.NOT_ENOUGH_REPLICAS):
                     log.info("marker for producer %d on %s-%d refused: %s", producer_id, tp[0], tp[1], e)
                 continue
             except Exception:
