@@ -338,7 +338,10 @@ def test_topic_deletion(zk_connect: str) -> None:
                            what="deletion marker removed (the last step)")
             assert not await in_thread(c.admin.topic_exists, "gone")
             assert await in_thread(c.admin.get_topic_config, "gone") == {}
-            assert "gone" not in ctl.context.all_topics and "kept" in ctl.context.all_topics
+            # The controller forgets the topic once its znodes are deleted (Kafka's order in
+            # completeDeleteTopic), a moment after the marker is seen gone from ZooKeeper.
+            await wait_for(lambda: "gone" not in ctl.context.all_topics, what="the controller forgot the topic")
+            assert "kept" in ctl.context.all_topics
             for b in c.brokers.values():
                 stops = [(t.topic_name, p.partition_index, p.delete_partition, p.leader_epoch)
                          for body in b.received(ApiKey.STOP_REPLICA) for t in body.topic_states
