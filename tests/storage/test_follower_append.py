@@ -23,7 +23,16 @@ import pytest
 import storage.log as log_module
 from protocol.records import build_control_batch
 from storage.log import PartitionLog
-from tests.storage.test_leader_append import CONFIGS, Counting, Producer, Twins, client_batch, files, swapped
+from tests.storage.test_leader_append import (
+    CONFIGS,
+    Counting,
+    Producer,
+    Twins,
+    assert_reopened_alike,
+    client_batch,
+    files,
+    swapped,
+)
 
 COMPILED = Counting(log_module._append_follower) if log_module._append_follower is not None else None
 
@@ -179,11 +188,7 @@ def test_compiled_and_python_follower_appends_agree(tmp_path: Any, seed: int) ->
     # Python's, as are rolls, gaps and refusals), and left the others to Python.
     assert COMPILED.served - served > 50
     assert COMPILED.declined - declined > 50
-    reopened = [PartitionLog(d, followers.config, had_clean_shutdown=True) for d in followers.dirs]
-    assert list(reopened[0].batches(0)) == list(reopened[1].batches(0))
-    assert reopened[0].log_end_offset == reopened[1].log_end_offset > 0
-    for lg in reopened:
-        lg.close()
+    assert_reopened_alike(followers)
 
 
 def test_the_follower_keeps_the_leaders_bytes_and_producer_state(tmp_path: Any) -> None:

@@ -262,7 +262,11 @@ def test_compiled_and_python_appends_agree(tmp_path: Any, seed: int) -> None:
     # Not vacuous: the compiled path took most appends, and left the others to Python.
     assert COMPILED.served - served > 100
     assert COMPILED.declined - declined > 50
-    # And the logs read back after a restart as the same log.
+    assert_reopened_alike(twins)
+
+
+def assert_reopened_alike(twins: Twins) -> None:
+    """The two logs, closed, read back after a restart as the same log."""
     reopened = [PartitionLog(d, twins.config, had_clean_shutdown=True) for d in twins.dirs]
     assert list(reopened[0].batches(0)) == list(reopened[1].batches(0))
     assert reopened[0].log_end_offset == reopened[1].log_end_offset > 0
