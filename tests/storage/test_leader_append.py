@@ -257,16 +257,16 @@ def test_compiled_and_python_appends_agree(tmp_path: Any, seed: int) -> None:
     assert COMPILED is not None
     served, declined = COMPILED.served, COMPILED.declined
     run_sequence(twins, rng, 400)
-    twins.close()
-    assert files(twins.dirs[0]) == files(twins.dirs[1])
+    close_and_compare(twins)
     # Not vacuous: the compiled path took most appends, and left the others to Python.
     assert COMPILED.served - served > 100
     assert COMPILED.declined - declined > 50
-    assert_reopened_alike(twins)
 
 
-def assert_reopened_alike(twins: Twins) -> None:
-    """The two logs, closed, read back after a restart as the same log."""
+def close_and_compare(twins: Twins) -> None:
+    """Both logs closed hold the same files, and read back after a restart as the same log."""
+    twins.close()
+    assert files(twins.dirs[0]) == files(twins.dirs[1])
     reopened = [PartitionLog(d, twins.config, had_clean_shutdown=True) for d in twins.dirs]
     assert list(reopened[0].batches(0)) == list(reopened[1].batches(0))
     assert reopened[0].log_end_offset == reopened[1].log_end_offset > 0
