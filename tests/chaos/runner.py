@@ -105,7 +105,8 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         for topic in (TOPIC, ACKS1_TOPIC, COPY_TOPIC):
             cluster.create_topic(topic, assignment, configs=scenario.topic_configs if topic == TOPIC else None)
         workloads = Workloads(
-            producer=VerifyingProducer(cluster.bootstrap, TOPIC, PARTITIONS, rate=40, name="all").start(),
+            producer=VerifyingProducer(cluster.bootstrap, TOPIC, PARTITIONS, rate=40, name="all",
+                                       debug_log=directory / "producer-acks-all.log").start(),
             producer_acks1=VerifyingProducer(cluster.bootstrap, ACKS1_TOPIC, PARTITIONS, acks="1", idempotent=False,
                                              rate=20, name="one").start(),
             copy_job=CopyJob(cluster.bootstrap, TOPIC, COPY_TOPIC, PARTITIONS).start(),
@@ -151,6 +152,8 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         if workloads.producer.replaced_after_fatal:
             rows[0].notes.append(f"the idempotent producer hit {workloads.producer.replaced_after_fatal} fatal "
                                  "error(s) and was replaced by a new one (new producer id)")
+        for at, text in plog.fatal_errors:
+            rows[0].notes.append(f"fatal at {at - healed:+.1f}s from the heal: {text}"[:600])
         rows[0].unavailable_s = _unavailable(plog, start, end)
         check_producer(rows[1], plog1, read_topic(cluster.bootstrap, ACKS1_TOPIC, PARTITIONS), loss_allowed=True)
         rows[1].unavailable_s = _unavailable(plog1, start, end)

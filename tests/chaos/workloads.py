@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,17 @@ CLIENT_LOG.setLevel(logging.CRITICAL)
 
 
 _FATAL = -150  # librdkafka's RD_KAFKA_RESP_ERR__FATAL: what messages fail with once the producer is dead
+
+
+def _file_logger(name: str, path: Path) -> logging.Logger:
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False  # not into the run's output: the file is for a failed scenario's post-mortem
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    return logger
 
 
 def _client_base(bootstrap: str, client_id: str) -> dict[str, Any]:
@@ -55,6 +67,9 @@ class ProducerLog:
     sent: dict[int, int] = field(default_factory=dict)  # seq -> partition
     acked: list[Ack] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)  # seq -> error
+    # librdkafka's text for each fatal error, with when it came: it names the partition, the sequence and
+    # the partition's last error before it, which is what tells a broker's fault from a client's.
+    fatal_errors: list[tuple[float, str]] = field(default_factory=list)
     # Reentrant: a client's delivery callbacks can run inside any of its calls on the thread that holds it.
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -69,8 +84,11 @@ class ProducerLog:
 
 class VerifyingProducer:
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, acks: str = "all", idempotent: bool = True,
-                 rate: float = 50.0, name: str = "p") -> None:
+                 rate: float = 50.0, name: str = "p", debug_log: Path | None = None) -> None:
         self.bootstrap = bootstrap
+        # Where librdkafka's eos and msg debug goes (an idempotent producer's sequence bookkeeping), so a
+        # failed scenario keeps what the client saw next to the brokers' logs.
+        self.debug_log = debug_log
         self.partitions = partitions
         self.interval = 1.0 / rate
         self.log = ProducerLog(f"{name}-{uuid.uuid4().hex[:6]}", topic, acks, idempotent)
@@ -92,10 +110,19 @@ class VerifyingProducer:
             conf["max.in.flight.requests.per.connection"] = 5
         # A closure over the event only: a bound method would make the client and this object a cycle,
         # and a client freed by the garbage collector serves its last callbacks wherever that runs.
-        fatal = self._fatal
-        conf["error_cb"] = lambda err: fatal.set() if err.fatal() else None
+        fatal, fatal_errors = self._fatal, self.log.fatal_errors
+
+        def on_error(err: Any) -> None:
+            if err.fatal():
+                fatal_errors.append((time.monotonic(), err.str()))
+                fatal.set()
+        conf["error_cb"] = on_error
+        self._logger = CLIENT_LOG
+        if self.debug_log is not None:
+            conf["debug"] = "eos,msg"
+            self._logger = _file_logger(f"chaos.rdkafka.{self.log.session}", self.debug_log)
         self._conf = conf
-        self.producer = Producer(conf, logger=CLIENT_LOG)
+        self.producer = Producer(conf, logger=self._logger)
         self._thread.start()
         return self
 
@@ -118,8 +145,9 @@ class VerifyingProducer:
         old = self.producer
         self._drop_dead(old)
         self._fatal.clear()  # after the old producer's last reports (failed with _FATAL)
-        self.producer = Producer(self._conf, logger=CLIENT_LOG)
+        self.producer = Producer(self._conf, logger=self._logger)
         self.replaced_after_fatal += 1
+        self._logger.critical("chaos harness: a new producer replaces the one that died of a fatal error")
 
     def burst(self, on: bool) -> None:
         """While on, send up to 2,000 records a second (a produce burst)."""
@@ -198,6 +226,10 @@ class VerifyingProducer:
         # Destroy the client now: a live one keeps refreshing metadata, and the next scenario's brokers
         # have the same addresses.
         del self.producer
+        if self._logger is not CLIENT_LOG:
+            for handler in list(self._logger.handlers):
+                self._logger.removeHandler(handler)
+                handler.close()
         return self.log
 
 
