@@ -41,6 +41,7 @@ from broker.authorizer.api import CLUSTER_NAME, AclOperation, ResourceType
 from broker.internal_topics import INTERNAL_TOPICS, internal_topic_spec
 from broker.listeners import listener_config_name
 from broker.quota.mutation import record_controller_mutation
+from broker.rate_limited_log import RateLimitedLog
 from broker.request_authorization import (
     ALLOW_ALL,
     CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
@@ -91,6 +92,14 @@ _OPS_UNKNOWN = OPERATIONS_OMITTED  # "authorized operations not requested"
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _ZERO_UUID = uuid.UUID(int=0)
+# How long a Metadata request waits for the controller's first UpdateMetadata after a (re)start. Until
+# then the cache is empty, and Kafka's ZooKeeper-mode broker answers from it: no brokers, every topic
+# UNKNOWN_TOPIC_OR_PARTITION. The Java client ignores an answer without brokers; librdkafka takes it
+# and marks a topic it has known for more than topic.metadata.propagation.max.ms as gone, so its
+# produce() fails at once with "Unknown topic". A KRaft broker serves nothing before it has caught up
+# with the metadata log; waiting here does the same for Metadata, bounded for a broker the controller
+# never reaches.
+_FIRST_METADATA_WAIT_MS = 10_000
 
 _META = response_type(ApiKey.METADATA)
 _CT = response_type(ApiKey.CREATE_TOPICS)
@@ -146,6 +155,8 @@ class AdminHandlers:
         self.metadata = metadata
         self.configs = config_source
         self.metadata_waiters = metadata_waiters  # woken by UpdateMetadata
+        self._holding_metadata_logged = False
+        self._rate_limited = RateLimitedLog(log, 60.0)  # a broker no controller reaches: every request waits
 
     # ------------------------------------------------------------------------------------------------
     # Metadata
@@ -153,6 +164,8 @@ class AdminHandlers:
     async def metadata_request(self, conn: Connection, req: Request) -> Any:
         b, v = req.body, req.api_version
         md = self.metadata
+        if not md.initialized:
+            await self._wait_for_first_update_metadata()
         auth = self.auth
         by_id: list[Any] = []  # the topic id a name was looked up by, else None
         if b.topics is None or (v == 0 and not b.topics):
@@ -222,6 +235,17 @@ class AdminHandlers:
             cluster_ops = auth.cluster_authorized_operations(conn, req)
         return _META(brokers=self._brokers(conn.listener), cluster_id=md.cluster_id,
                      controller_id=md.controller_id, topics=topics, cluster_authorized_operations=cluster_ops)
+
+    async def _wait_for_first_update_metadata(self) -> None:
+        if not self._holding_metadata_logged:
+            self._holding_metadata_logged = True
+            log.info("[KafkaApi-%d] holding Metadata requests until the controller's first UpdateMetadata "
+                     "(at most %d ms)", self.broker_id, _FIRST_METADATA_WAIT_MS)
+        md = self.metadata
+        if not await self.wait_for_metadata(lambda: md.initialized, _FIRST_METADATA_WAIT_MS):
+            self._rate_limited.log(logging.WARNING, "uninitialized metadata",
+                                   "[KafkaApi-%d] no UpdateMetadata from a controller within %d ms: answering "
+                                   "Metadata from an empty cache", self.broker_id, _FIRST_METADATA_WAIT_MS)
 
     def _brokers(self, listener: str) -> list[Any]:
         out = []

@@ -80,6 +80,11 @@ class MetadataCache:
         self.version += 1
         return deleted
 
+    @property
+    def initialized(self) -> bool:
+        """Whether a controller's UpdateMetadata has reached this broker since it started."""
+        return self.version > 0
+
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         t = self.topics.get(topic)
         return t.partitions.get(partition) if t else None
