@@ -152,6 +152,10 @@ def run_scenario(scenario: Scenario, seed: int, quick: bool, base: Path, keep: b
         if workloads.producer.replaced_after_fatal:
             rows[0].notes.append(f"the idempotent producer hit {workloads.producer.replaced_after_fatal} fatal "
                                  "error(s) and was replaced by a new one (new producer id)")
+        for w, row in ((workloads.producer, rows[0]), (workloads.producer_acks1, rows[1])):
+            if w.unknown_topic_refusals:
+                row.notes.append(f"produce() refused {w.unknown_topic_refusals} times with 'Unknown topic' "
+                                 "(metadata without the topic)")
         for at, text in plog.fatal_errors:
             rows[0].notes.append(f"fatal at {at - healed:+.1f}s from the heal: {text}"[:600])
         rows[0].unavailable_s = _unavailable(plog, start, end)

@@ -32,6 +32,7 @@ CLIENT_LOG.setLevel(logging.CRITICAL)
 
 
 _FATAL = -150  # librdkafka's RD_KAFKA_RESP_ERR__FATAL: what messages fail with once the producer is dead
+_UNKNOWN_TOPIC = -188  # RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC: produce() for a topic the last metadata lacked
 
 
 def _file_logger(name: str, path: Path) -> logging.Logger:
@@ -99,6 +100,7 @@ class VerifyingProducer:
         self.undelivered = 0
         self._fatal = threading.Event()
         self.replaced_after_fatal = 0
+        self.unknown_topic_refusals = 0
 
     def start(self) -> VerifyingProducer:
         from confluent_kafka import Producer
@@ -188,10 +190,19 @@ class VerifyingProducer:
                         break
                     except BufferError:
                         self.producer.poll(0.1)
-                    except KafkaException as e:  # a dead producer refuses new records
+                    except KafkaException as e:
+                        if e.args and e.args[0].code() == _UNKNOWN_TOPIC:
+                            # A metadata answer without the topic (a broker answering from an empty
+                            # cache) makes librdkafka refuse records for it until the next refresh. An
+                            # application retries; the count shows up in the scenario's notes.
+                            self.unknown_topic_refusals += 1
+                            if self._stop.is_set():
+                                return  # this record was never handed over
+                            self.producer.poll(0.1)
+                            continue
                         if not e.args or not (e.args[0].fatal() or e.args[0].code() == _FATAL):
                             raise
-                        self._replace_after_fatal()
+                        self._replace_after_fatal()  # a dead producer refuses new records
                 with self.log.lock:
                     self.log.sent[seq] = partition
                 seq += 1
