@@ -104,24 +104,43 @@ SESSION_KEY_RACE = "has not been able to read a session key from the config topi
 MAX_SESSION_KEY_RESTARTS = 3
 
 
+class SessionKeyRaceHealer:
+    """Restarts, as an operator would, a task of one connector failed by the session-key race above, and
+    only by that: at most three times, each restart printed."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.url, self.name = url, name
+        self.restarts = 0
+
+    def heal(self, s: dict[str, Any]) -> None:
+        """``s``: the connector's status, as ``status`` returns it."""
+        for t in s.get("tasks", []):
+            if (t["state"] == "FAILED" and SESSION_KEY_RACE in t.get("trace", "")
+                    and self.restarts < MAX_SESSION_KEY_RESTARTS):
+                self.restarts += 1
+                code, body = request("POST", f"{self.url}/connectors/{self.name}/tasks/{t['id']}/restart")
+                print(f"[connect] {self.name} task {t['id']} failed on the leader's session key at worker start; "
+                      f"restarted through the REST API ({code} {body})")
+
+    def check(self) -> None:
+        """Heal from the connector's current status (a task can fail after it was seen RUNNING: the
+        fencing request that fails it is sent once the task has started)."""
+        try:
+            self.heal(status(self.url, self.name))
+        except OSError:
+            pass
+
+
 def wait_running(url: str, name: str, tasks: int = 1, timeout: float = 180) -> dict[str, Any]:
-    """Wait for the connector and its tasks to run. A task failed by the session-key race above, and only
-    that, is restarted as an operator would (at most three times), and the restart is printed."""
-    restarts = 0
+    """Wait for the connector and its tasks to run, healing the session-key race (SessionKeyRaceHealer)."""
+    healer = SessionKeyRaceHealer(url, name)
 
     def running() -> dict[str, Any] | None:
-        nonlocal restarts
         try:
             s = status(url, name)
         except OSError:
             return None
-        for t in s.get("tasks", []):
-            if (t["state"] == "FAILED" and SESSION_KEY_RACE in t.get("trace", "")
-                    and restarts < MAX_SESSION_KEY_RESTARTS):
-                restarts += 1
-                code, body = request("POST", f"{url}/connectors/{name}/tasks/{t['id']}/restart")
-                print(f"[connect] {name} task {t['id']} failed on the leader's session key at worker start; "
-                      f"restarted through the REST API ({code} {body})")
+        healer.heal(s)
         ok = (s.get("connector", {}).get("state") == "RUNNING" and len(s.get("tasks", [])) == tasks
               and all(t["state"] == "RUNNING" for t in s["tasks"]))
         return s if ok else None
