@@ -110,8 +110,9 @@ class VerifyingProducer:
                      "message.timeout.ms": 120000, "request.timeout.ms": 10000, "retry.backoff.ms": 100})
         if not self.log.idempotent:
             conf["max.in.flight.requests.per.connection"] = 5
-        # A closure over the event only: a bound method would make the client and this object a cycle,
-        # and a client freed by the garbage collector serves its last callbacks wherever that runs.
+        # A closure over the event and the log's list only: a bound method would make the client and this
+        # object a cycle, and a client freed by the garbage collector serves its last callbacks wherever that
+        # runs.
         fatal, fatal_errors = self._fatal, self.log.fatal_errors
 
         def on_error(err: Any) -> None:
