@@ -180,6 +180,9 @@ def scenario(bootstrap: str) -> dict[str, Any]:
     transactions(bootstrap)
     with RawClient(bootstrap, timeout=60) as raw:
         wait_until(lambda: raw.fetch(name("txn"), 0, 0).last_stable_offset == 12, 30, "transaction markers")
+        # Three batches of three records, each followed by its marker: the answers below depend on that layout.
+        layout = [(b.base_offset, b.records_count) for b in raw.fetch_batches(name("txn"), 0)]
+        assert layout == [(0, 3), (3, 1), (4, 3), (7, 1), (8, 3), (11, 1)], layout
         for version in range(4):
             for offset in (0, 1, 3, 4, 6, 10, 12, 19, 20, 21, 22):
                 out[f"fetch mixed v{version} @{offset}"] = _fetch_answer(fetch_old(raw, version, name("mixed"), 0,
@@ -224,7 +227,11 @@ def _stored(raw: RawClient, kind: str) -> list[Any]:
 
 
 def transactions(bootstrap: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{RUN}-txn", compression_type="gzip")
+    # Each transaction's three records must make one batch on both brokers: the down-converted answers carry the
+    # batches' sizes. With no linger, the sender thread may drain the first record before the next two are added,
+    # and the log then holds one batch more on one side than on the other. The long linger leaves it to flush().
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{RUN}-txn", compression_type="gzip",
+                             linger_ms=60_000)
     try:
         producer.init_transactions()
         for outcome in ("commit", "abort", "commit"):
