@@ -310,11 +310,14 @@ class ReplicaFetcher:
         session = self.session
         if not wanted and not session.partitions:
             # Nothing to ask for: every ready partition is throttled and the follower is over its rate.
-            # As Kafka's fetcher thread, back off before building the next fetch. Returning at once made
-            # _run call this again without ever yielding, and the broker's whole event loop spun (no
-            # requests answered, no controller work, no other fetcher) until the rate fell back under
-            # follower.replication.throttled.rate, which after one full fetch takes the quota's window.
-            await asyncio.sleep(self.backoff_s)
+            # As Kafka's fetcher thread, back off before building the next fetch, unless a partition is
+            # added meanwhile. Returning at once made _run call this again without ever yielding, and the
+            # broker's whole event loop spun (no requests answered, no controller work, no other
+            # fetcher) until the rate fell back under follower.replication.throttled.rate, which after
+            # one full fetch takes the quota's window.
+            self.wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wakeup.wait(), self.backoff_s)
             return
         send, forget = session.build(wanted)
         by_topic: dict[str, list[Any]] = {}

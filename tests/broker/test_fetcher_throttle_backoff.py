@@ -52,13 +52,13 @@ class _AlwaysExceeded:
         pass
 
 
-def _manager(quota: _AlwaysExceeded) -> Any:
+def _manager(quota: _AlwaysExceeded, backoff_ms: int = 10) -> Any:
     settings = {"replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
                 "replica.fetch.response.max.bytes": 10 << 20, "replica.fetch.max.bytes": 1 << 20,
-                "replica.fetch.backoff.ms": 10, "replica.socket.timeout.ms": 1000, "broker.rack": None}
-    log = SimpleNamespace(log_end_offset=0, log_start_offset=0)
-    partition = SimpleNamespace(is_leader=False, leader_id=0, log=log)
-    replica_manager = SimpleNamespace(partitions={("t", 0): partition})
+                "replica.fetch.backoff.ms": backoff_ms, "replica.socket.timeout.ms": 1000, "broker.rack": None}
+    replica_manager = SimpleNamespace(partitions={
+        ("t", p): SimpleNamespace(is_leader=False, leader_id=0, log=SimpleNamespace(log_end_offset=0, log_start_offset=0))
+        for p in (0, 1)})
     return SimpleNamespace(broker_id=1, follower_quota=quota, config=lambda: settings,
                            replica_manager=lambda: replica_manager,
                            metadata=SimpleNamespace(endpoint=lambda broker_id, listener: None),
@@ -85,3 +85,33 @@ def test_fetcher_with_only_throttled_partitions_over_its_rate_yields() -> None:
     assert quota.calls > 1, "the fetcher never asked its quota again: nothing was exercised"
     assert not quota.spun, (f"the fetcher asked its quota {_SPIN_CALLS} times in a row without the event loop "
                             "running anything else: it spins while every partition is throttled")
+
+
+def test_a_partition_added_during_the_backoff_ends_it() -> None:
+    """As Kafka's partitionMapCond: the backoff waits for a partition change, at most replica.fetch.backoff.ms."""
+    quota = _AlwaysExceeded()
+
+    async def scenario() -> int:
+        fetcher = ReplicaFetcher(_manager(quota, backoff_ms=600_000), leader_id=0)
+        fetcher.add(("t", 0), 5)
+        fetcher.partitions[("t", 0)].truncating = False
+        fetcher.start()
+        try:
+            for _ in range(1000):  # the first fetch finds nothing to ask for and backs off
+                await asyncio.sleep(0.001)
+                if quota.calls:
+                    break
+            before = quota.calls
+            fetcher.add(("t", 1), 5)
+            fetcher.partitions[("t", 1)].truncating = False
+            for _ in range(1000):
+                await asyncio.sleep(0.001)
+                quota.tick += 1
+                if quota.calls > before:
+                    break
+            return quota.calls - before
+        finally:
+            await fetcher.stop()
+
+    assert asyncio.run(scenario()) > 0, "the fetcher slept its whole backoff although a partition was added"
+    assert not quota.spun
