@@ -13,6 +13,7 @@ Data and logs of a scenario go to .cache/chaos/<seed>/<key>/ and are removed whe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import random
@@ -276,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    scenario {s.key} took {time.monotonic() - t:.0f}s", flush=True)
     finally:
         netns.cleanup()
+        # Every scenario that passed removed its own directory: an empty seed directory is all that is left.
+        with contextlib.suppress(OSError):
+            base.rmdir()
     print(f"\nchaos: seed {args.seed}, {mode} run, {time.monotonic() - began:.0f}s\n")
     print(table(rows))
     print("\npromises:")
