@@ -309,7 +309,8 @@ class ReplicaFetcher:
             wanted[tp] = (p.log.log_end_offset, p.log.log_start_offset, st.leader_epoch, self.partition_max_bytes)
         session = self.session
         if not wanted and not session.partitions:
-            # Nothing to ask for: every ready partition is throttled and the follower is over its rate.
+            # Nothing to ask for: every ready partition is throttled and the follower is over its rate (or
+            # none is followed from this leader any more).
             # As Kafka's fetcher thread, back off before building the next fetch, unless a partition is
             # added meanwhile. Returning at once made _run call this again without ever yielding, and the
             # broker's whole event loop spun (no requests answered, no controller work, no other
