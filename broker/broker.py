@@ -517,9 +517,16 @@ class Broker:
         cfg = self.config
         bound = cfg.get("controlled.shutdown.max.retries") * (
             cfg.get("controller.socket.timeout.ms") + cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
+        log.info("[KafkaServer id=%d] Starting controlled shutdown", self.broker_id)
+        started = time.monotonic()
         try:
             assert self.components.controller_services is not None
-            await asyncio.wait_for(self.components.controller_services.controlled_shutdown(), bound)
+            if await asyncio.wait_for(self.components.controller_services.controlled_shutdown(), bound):
+                log.info("[KafkaServer id=%d] Controlled shutdown request returned successfully after %d ms",
+                         self.broker_id, (time.monotonic() - started) * 1000)
+            else:
+                log.warning("[KafkaServer id=%d] Proceeding to do an unclean shutdown as all the controlled "
+                            "shutdown attempts failed", self.broker_id)
         except TimeoutError:
             log.warning("controlled shutdown did not finish in %.0f s; shutting down uncleanly", bound)
         except Exception:

@@ -255,8 +255,9 @@ class ControllerServices:
         if client is not None:
             await client.close()
 
-    async def controlled_shutdown(self) -> None:
-        """Ask the controller to move our leaderships away before we go (controlled.shutdown.*)."""
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move our leaderships away before we go (controlled.shutdown.*); True
+        when it did."""
         from broker.security.inter_broker import inter_broker_security
         from controller.client import InterBrokerClient
 
@@ -266,6 +267,6 @@ class ControllerServices:
                                             security=inter_broker_security(self.config(), self.listener_name))
             await self.client.start()
         config = self.config()
-        await self.client.controlled_shutdown_until_done(
+        return await self.client.controlled_shutdown_until_done(
             self.broker_epoch(), max_retries=config.get("controlled.shutdown.max.retries"),
             retry_backoff_ms=config.get("controlled.shutdown.retry.backoff.ms"))

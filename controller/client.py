@@ -130,6 +130,7 @@ class InterBrokerClient:
                 remaining = deadline - self.loop.time()
                 if remaining <= 0:
                     break
+                target = None
                 try:
                     target = self._controller or await self._refresh_controller()
                     if target is None:
@@ -141,6 +142,12 @@ class InterBrokerClient:
                     async with asyncio.timeout(remaining):
                         return await self._node.request(api_key, body, version=version, timeout=remaining)
                 except (TimeoutError, OSError, ConnectionError, KafkaConnectionError) as e:
+                    # Said once per kind of failure: a controller that cannot be reached (its name does
+                    # not resolve, the connection setup times out) otherwise shows only as a request that
+                    # took its whole deadline.
+                    if repr(e) != repr(last_err):
+                        log.info("%s to the controller (%s) failed: %s; retrying", ApiKey(api_key).name,
+                                 f"broker {target[0]}" if target else "none known", str(e) or type(e).__name__)
                     last_err = e
                     self._disconnect()
                     self._controller = None
