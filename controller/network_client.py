@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.host_resolver import RESOLVER
 from protocol.client_connection import (
     PLAINTEXT,
     ClientConnection,
@@ -121,12 +122,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             async with asyncio.timeout(settings.connect_timeout_s):
                 sec = settings.security
-                if sec.ssl_context is not None:
-                    await loop.create_connection(factory, host, port, ssl=sec.ssl_context,
-                                                 server_hostname=sec.server_hostname or host,
-                                                 ssl_handshake_timeout=settings.connect_timeout_s)
+                tls: dict[str, Any] = {} if sec.ssl_context is None else {
+                    "ssl": sec.ssl_context, "server_hostname": sec.server_hostname or host,
+                    "ssl_handshake_timeout": settings.connect_timeout_s}
+                # Each address in the resolver's order, as create_connection does with a host name;
+                # the name itself still checks the broker's certificate.
+                failure: OSError | None = None
+                for family, address in await RESOLVER.resolve(host, port):
+                    try:
+                        await loop.create_connection(factory, address, port, family=family, **tls)
+                        break
+                    except ssl.SSLError:
+                        raise
+                    except OSError as e:
+                        failure = e
                 else:
-                    await loop.create_connection(factory, host, port)
+                    raise failure or OSError(f"no address for {host}")
                 assert conn is not None
                 await conn._ready
         except TimeoutError:
