@@ -110,6 +110,17 @@ class Stack:
             wait_until(lambda s=svc: self.check_health(s), timeout,
                        lambda s=svc: f"{s} healthy; log:\n{self.logs(s)[-3000:]}", interval=2)
 
+    def wait_formed(self, timeout: float = 180) -> None:
+        """Every broker answers Metadata with all three brokers and a controller. Healthy says only that
+        a broker's listeners accept connections; it learns who is alive from the controller's first
+        UpdateMetadata, and the controller reaches a broker it has just seen by its name, which the
+        network's resolver (aardvark-dns on podman) has left unanswered for tens of seconds at times
+        after containers started or stopped."""
+        from clients.devcluster import wait_for_cluster_metadata
+
+        for b in BROKERS:
+            wait_for_cluster_metadata("127.0.0.1", self.ports[b], len(BROKERS), timeout)
+
     def logs(self, service: str) -> str:
         proc = self.podman("logs", self.container(service), check=False)
         return proc.stdout + proc.stderr
@@ -172,6 +183,7 @@ def stack(images: None) -> Iterator[Stack]:
     try:
         st.up(*CORE)
         st.wait_healthy(CORE)
+        st.wait_formed()
         yield st
     finally:
         st.remove_everything()
@@ -186,6 +198,7 @@ def test_zookeeper_ensemble_override(images: None) -> None:
     try:
         st.up(*zks, *BROKERS)
         st.wait_healthy((*zks, *BROKERS))
+        st.wait_formed()
 
         def modes() -> dict[str, str]:
             out = {}
@@ -534,6 +547,7 @@ def test_down_then_up_keeps_the_data(stack: Stack) -> None:
     assert {f"{stack.project}_{b}-data" for b in BROKERS} <= volumes
     stack.up(*CORE)
     stack.wait_healthy(CORE)
+    stack.wait_formed()
     with Admin(stack.bootstrap) as admin:
         wait_until(lambda: (lambda d: len(d) == 3 and all(p["isr"] == [1, 2, 3] for p in d.values()))(
             admin.describe(topic)), 180, f"{topic} fully replicated after up")
