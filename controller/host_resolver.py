@@ -57,7 +57,7 @@ class HostResolver:
     def forget(self) -> None:
         self._last_good.clear()
 
-    def _remember(self, key: tuple[str, int], lookup: asyncio.Future[list]) -> None:  # type: ignore[type-arg]
+    def _remember(self, key: tuple[str, int], lookup: asyncio.Future[Any]) -> None:
         # Runs for every lookup, also one nobody waits for any more: its answer (or its error, which
         # this retrieves) still counts.
         if lookup.cancelled() or lookup.exception() is not None:
