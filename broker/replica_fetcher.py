@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -252,6 +252,7 @@ class ReplicaFetcher:
             self.partitions[tp].truncating = False
         if not by_topic:
             return
+        asked = {tp: self.partitions[tp] for tp in tps if tp in self.partitions}
         body = _EPOCH_REQ(replica_id=self.broker_id, topics=[
             _EPOCH_REQ.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         conn = await self._connection()
@@ -261,7 +262,9 @@ class ReplicaFetcher:
                 tp = (topic.topic, r.partition)
                 st = self.partitions.get(tp)
                 p = self._partition(tp)
-                if st is None or p is None:
+                if st is None or p is None or st is not asked.get(tp):
+                    # Removed, or added again (a new leader epoch) while the answer was on its way: the
+                    # new state truncates against its own epoch.
                     continue
                 if r.error_code != ErrorCode.NONE:
                     log.info("[ReplicaFetcher leader=%d] OffsetForLeaderEpoch for %s-%d: %s", self.leader_id,
@@ -273,7 +276,7 @@ class ReplicaFetcher:
                     log.info("[ReplicaFetcher leader=%d] truncating %s-%d from %d to %d (leader epoch %d ends at %d)",
                              self.leader_id, tp[0], tp[1], p.log.log_end_offset, target, r.leader_epoch,
                              r.end_offset)
-                    await asyncio.get_running_loop().run_in_executor(None, p.log.truncate_to, target)
+                    await self.manager.change_log(tp, p.log.truncate_to, target)
                 else:
                     log.info("[ReplicaFetcher leader=%d] %s-%d: no truncation needed, log end %d (leader epoch %d "
                              "ends at %d; high watermark %d)", self.leader_id, tp[0], tp[1], p.log.log_end_offset,
@@ -350,6 +353,16 @@ class ReplicaFetcher:
                 p = self._partition(tp)
                 if state is None or p is None:
                     continue
+                asked = wanted.get(tp)
+                if (state is not ready.get(tp) or state.truncating or asked is None
+                        or asked[0] != p.log.log_end_offset):
+                    # As Kafka's fetcher: a partition removed and added again (a new leader epoch, so it
+                    # truncates first) or whose log moved while the fetch was out takes no part of the
+                    # answer; its next fetch asks again from where its log ends.
+                    log.info("[ReplicaFetcher leader=%d] %s-%d changed while fetching at offset %s (log end now "
+                             "%d): response ignored", self.leader_id, tp[0], tp[1],
+                             asked[0] if asked else None, p.log.log_end_offset)
+                    continue
                 code = pd.error_code
                 if code != state.last_error:
                     if code != ErrorCode.NONE:
@@ -401,11 +414,10 @@ class ReplicaFetcher:
     async def _handle_out_of_range(self, p: Partition, pd: Any) -> None:
         """Our LEO is outside the leader's log: after an unclean election, or behind its log start."""
         leo = p.log.log_end_offset
-        loop = asyncio.get_running_loop()
         if pd.log_start_offset >= 0 and leo < pd.log_start_offset:
             log.warning("[ReplicaFetcher leader=%d] %s-%d is behind the leader's log start %d: starting over there",
                         self.leader_id, p.topic, p.partition, pd.log_start_offset)
-            await loop.run_in_executor(None, p.log.truncate_fully_and_start_at, pd.log_start_offset)
+            await self.manager.change_log(p.tp, p.log.truncate_fully_and_start_at, pd.log_start_offset)
         elif pd.high_watermark >= 0 and leo > pd.high_watermark:
             # Ahead of the leader (it was elected uncleanly): redo epoch-based truncation.
             self.partitions[p.tp].truncating = True
@@ -431,6 +443,8 @@ class ReplicaFetcherManager:
         # Metrics: per followed partition, the lag the last fetch response showed; bytes replicated here.
         self.lags: dict[TP, int] = {}
         self.replication_bytes_in = 0
+        # Truncations running off the event loop, by partition (see quiesce).
+        self.log_changes: dict[TP, asyncio.Future[Any]] = {}
         self.closed = False  # after shutdown(): a late LeaderAndIsr starts no fetcher
 
     def add_partition(self, tp: TP, leader_id: int, leader_epoch: int) -> None:
@@ -443,6 +457,34 @@ class ReplicaFetcherManager:
             f.start()
         f.add(tp, leader_epoch)
         self.follower_of[tp] = leader_id
+
+    async def change_log(self, tp: TP, change: Callable[..., Any], *args: Any) -> Any:
+        """Run a fetcher's change to a followed partition's log (a truncation) off the event loop, where
+        :meth:`quiesce` can wait for it. Stopping the fetcher does not stop the change: it runs to its end."""
+        fut = asyncio.get_running_loop().run_in_executor(None, change, *args)
+        changes = self.log_changes
+        changes[tp] = fut
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if changes.get(tp) is f:
+                del changes[tp]
+            if not f.cancelled():
+                f.exception()  # retrieved here too: the fetcher awaiting it may have been stopped
+
+        fut.add_done_callback(done)
+        return await asyncio.shield(fut)
+
+    async def quiesce(self, tps: Iterable[TP]) -> None:
+        """Wait until no fetcher is changing the log of any of ``tps``. Kafka's ReplicaManager removes a
+        partition's fetcher, which waits for a truncation in progress, before it makes the partition
+        leader or stops it; here the truncation runs on a thread beside the event loop, so a role change
+        waits for it instead of applying a new leader epoch to a log that is still being cut."""
+        changes = self.log_changes
+        tps = list(tps)
+        # Checked again after each wait: a fetcher truncating several partitions starts the next one as
+        # the previous ends. The caller resumes in the same turn as the last check, before any other starts.
+        while changes and (pending := [changes[tp] for tp in tps if tp in changes]):
+            await asyncio.wait(pending)
 
     def remove_partition(self, tp: TP) -> None:
         self.lags.pop(tp, None)

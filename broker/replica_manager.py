@@ -241,6 +241,11 @@ class ReplicaManager:
         became_leader: list[TP] = []
         became_follower: list[tuple[str, int, int]] = []
         await self.prepare_become_leader_or_follower(request.topic_states)  # new logs in one batch
+        if self.fetcher_manager is not None:
+            # A truncation still running would cut the log under its new role (and under the new
+            # epoch's start offset). Nothing below awaits before the roles change, so none starts meanwhile.
+            await self.fetcher_manager.quiesce([(ts.topic_name, ps.partition_index) for ts in request.topic_states
+                                                for ps in ts.partition_states])
         for ts in request.topic_states:
             errs = []
             for ps in ts.partition_states:
@@ -337,6 +342,7 @@ class ReplicaManager:
                     stopped.append(tp)
                     if self.fetcher_manager is not None:
                         self.fetcher_manager.remove_partition(tp)
+                        await self.fetcher_manager.quiesce([tp])  # its log may be deleted below
                     try:
                         await self.stop_replica(tp, delete=ps.delete_partition)
                     except Exception as e:
