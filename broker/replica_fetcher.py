@@ -497,6 +497,8 @@ class ReplicaFetcherManager:
         for f in self.fetchers.values():
             await f.stop()
         self.fetchers.clear()
+        if self.log_changes:  # a stopped fetcher's truncation still runs: the logs close after it
+            await asyncio.wait(list(self.log_changes.values()))
 
     def max_lag(self) -> int:
         """Kafka's ReplicaFetcherManager MaxLag: the largest lag over the partitions followed, as the

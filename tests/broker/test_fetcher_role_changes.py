@@ -154,6 +154,40 @@ def test_leader_and_isr_waits_for_the_truncation_in_progress(tmp_path: Path) -> 
     assert hw == 8
 
 
+def test_shutdown_waits_for_a_truncation_in_progress() -> None:
+    """The logs close after the fetchers stop: a truncation still running on the executor ends first."""
+    config = BrokerConfig()
+    fetchers = ReplicaFetcherManager(0, MetadataCache(0), "PLAINTEXT", lambda: config, lambda: None,
+                                     None)  # type: ignore[arg-type]
+    started, release = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    def slow_change() -> None:
+        started.set()
+        release.wait(5)
+        events.append("truncated")
+
+    async def scenario() -> None:
+        change = asyncio.ensure_future(fetchers.change_log(TP, slow_change))
+        await _until("the truncation started", started.is_set)
+        change.cancel()  # as a fetcher stopped mid-truncation: the change itself runs on
+        stopping = asyncio.ensure_future(fetchers.shutdown())
+        for _ in range(50):
+            if stopping.done():
+                break
+            await asyncio.sleep(0.01)
+        release.set()
+        await stopping
+        events.append("shut down")
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+    assert events == ["truncated", "shut down"], events
+    assert fetchers.log_changes == {}
+
+
 # --- the fetcher alone, against stubs ---------------------------------------------------------------
 
 
