@@ -17,7 +17,8 @@ each: produce to a topic of RF=1 with acks=1 and to one of RF=3, min.insync.repl
 (3 partitions each, so every broker leads one), with both clients, acks=all end-to-end latency on
 RF=3, and a group member's synchronous offset commits to the 3-replica __consumer_offsets while
 ProducerPerformance loads the RF=3 topic (``rdkafka-commits``: the commit latency, and whether the
-member lost its group to a missed heartbeat). Each phase begins with one uncounted run of every case,
+member lost its group to a missed heartbeat), once as fast as the producer goes and once with it held
+to 50,000 records/s on both systems. Each phase begins with one uncounted run of every case,
 as large as a counted one, for the JVMs' JIT (Kafka's broker and the Java clients). Next to
 throughput: the brokers' CPU seconds per million records (utime + stime from /proc/PID/stat, summed
 over a cluster's brokers), the steadiest figure on shared cores, and the client's CPU seconds (its process, from getrusage of ended children):
@@ -315,9 +316,11 @@ def _latency(topic: str, acks: str) -> Callable[[System, Scale], Measurement]:
     return run
 
 
-def _commits_under_load(load_topic: str, probe_topic: str) -> Callable[[System, Scale], Measurement]:
+def _commits_under_load(load_topic: str, probe_topic: str, throughput: int = -1
+                        ) -> Callable[[System, Scale], Measurement]:
     """Offset commits (the librdkafka worker above) for as long as ProducerPerformance sends
-    ``scale.records`` records to ``load_topic`` with acks=all."""
+    ``scale.records`` records to ``load_topic`` with acks=all: as fast as it can (``throughput`` -1),
+    or held to ``throughput`` records/s (half as many records then: the commits are what is measured)."""
     def run(system: System, scale: Scale) -> Measurement:
         group = f"bench-commits-{uuid.uuid4().hex[:8]}"
         with tempfile.TemporaryFile("w+") as err:  # librdkafka's log; a pipe could fill and stall it
@@ -331,8 +334,9 @@ def _commits_under_load(load_topic: str, probe_topic: str) -> Callable[[System, 
                     worker.wait(30)
                     err.seek(0)
                     raise RuntimeError(f"commit worker failed ({worker.returncode}): {ready}{err.read()[-3000:]}")
-                bu.producer_performance(system.bootstrap, load_topic, scale.records, RECORD_SIZE, "all",
-                                        PRODUCER_PROPS)
+                records = scale.records if throughput < 0 else scale.records // 2
+                bu.producer_performance(system.bootstrap, load_topic, records, RECORD_SIZE, "all",
+                                        PRODUCER_PROPS, throughput=throughput)
                 out, _ = worker.communicate(input="", timeout=120)  # closes its stdin: the load is over
             finally:
                 if worker.poll() is None:
@@ -370,6 +374,10 @@ RD_RF1 = "librdkafka produce RF=1 acks=1, 3 brokers"
 RD_RF3 = "librdkafka produce RF=3 acks=all, 3 brokers"
 LAT_RF3 = "end-to-end latency RF=3 acks=all"
 COMMITS_RF3 = "offset commit under RF=3 acks=all load"
+# Unpaced, each system's load is what it sustains (kafkette's often a fifth more). Held to a rate below
+# what either sustains on this machine, the commits of both wait behind the same load.
+COMMIT_LOAD_RATE = 50_000
+COMMITS_RF3_PACED = f"offset commit under {COMMIT_LOAD_RATE // 1000}k rec/s RF=3 load"
 REPLICATED_CASES = [
     Case(RF1, "throughput", _java_produce("rf1", "1")),
     Case(RF3, "throughput", _java_produce("rf3", "all")),
@@ -377,6 +385,7 @@ REPLICATED_CASES = [
     Case(RD_RF3, "throughput", _rdkafka_produce("rf3", "all")),
     Case(LAT_RF3, "latency", _latency("e2e-rf3", "all")),
     Case(COMMITS_RF3, "latency", _commits_under_load("rf3", "commit-probe")),
+    Case(COMMITS_RF3_PACED, "latency", _commits_under_load("rf3", "commit-probe", COMMIT_LOAD_RATE)),
 ]
 
 
@@ -530,9 +539,10 @@ def report(results: Results, phases: list[str], commit: str, load_before: tuple[
         for client, rf3, rf1 in (("ProducerPerformance", RF3, RF1), ("librdkafka", RD_RF3, RD_RF1)):
             print(f"    {client:20} kafkette {replicated_ratio(results, 'kafkette', rf3, rf1):.2f}   "
                   f"Kafka {replicated_ratio(results, 'kafka', rf3, rf1):.2f}")
-        lost = {s: sum(m.partitions_lost or 0 for m in results.runs.get((COMMITS_RF3, s), [])) for s in SYSTEMS}
-        print(f"\n  {COMMITS_RF3}: times the group member lost its partition, all runs (session.timeout.ms "
-              f"{COMMIT_SESSION_TIMEOUT_MS:,}): kafkette {lost['kafkette']}, Kafka {lost['kafka']}")
+        for case in (COMMITS_RF3, COMMITS_RF3_PACED):
+            lost = {s: sum(m.partitions_lost or 0 for m in results.runs.get((case, s), [])) for s in SYSTEMS}
+            print(f"\n  {case}: times the group member lost its partition, all runs (session.timeout.ms "
+                  f"{COMMIT_SESSION_TIMEOUT_MS:,}): kafkette {lost['kafkette']}, Kafka {lost['kafka']}")
     rows = targets(results, phases)
     width = max(len(r[0]) for r in rows)
     print("\n## Targets")
