@@ -86,6 +86,15 @@ async def _until(what: str, check: Any, turns: int = 2000) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+async def _time_to_finish(task: asyncio.Future[Any], turns: int = 100) -> None:
+    """Give ``task`` a chance to end before the truncation it should wait for is let go (an order is
+    asserted afterwards, never a time: a task that must wait cannot end here however long this is)."""
+    for _ in range(turns):
+        if task.done():
+            return
+        await asyncio.sleep(0.01)
+
+
 def test_leader_and_isr_waits_for_the_truncation_in_progress(tmp_path: Path) -> None:
     config = BrokerConfig({"replica.fetch.backoff.ms": "10"})
     log_manager = LogManager([str(tmp_path)], broker_id=0, cluster_id="c",
@@ -132,10 +141,7 @@ def test_leader_and_isr_waits_for_the_truncation_in_progress(tmp_path: Path) -> 
         await _until("the fetcher started truncating", cut_started.is_set)
         # Broker 1 is gone: this broker becomes leader while its fetcher is still cutting the log.
         became = asyncio.ensure_future(rm.become_leader_or_follower(_lai(0, 3, [0])))
-        for _ in range(100):
-            if became.done():
-                break
-            await asyncio.sleep(0.01)
+        await _time_to_finish(became)
         release.set()
         await became
         await fetchers.shutdown()
@@ -172,10 +178,7 @@ def test_shutdown_waits_for_a_truncation_in_progress() -> None:
         await _until("the truncation started", started.is_set)
         change.cancel()  # as a fetcher stopped mid-truncation: the change itself runs on
         stopping = asyncio.ensure_future(fetchers.shutdown())
-        for _ in range(50):
-            if stopping.done():
-                break
-            await asyncio.sleep(0.01)
+        await _time_to_finish(stopping)
         release.set()
         await stopping
         events.append("shut down")
