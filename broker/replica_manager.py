@@ -241,7 +241,7 @@ class ReplicaManager:
         became_leader: list[TP] = []
         became_follower: list[tuple[str, int, int]] = []
         await self.prepare_become_leader_or_follower(request.topic_states)  # new logs in one batch
-        if self.fetcher_manager is not None:
+        if self.fetcher_manager is not None and self.fetcher_manager.log_changes:
             # A truncation still running would cut the log under its new role (and under the new
             # epoch's start offset). Nothing below awaits before the roles change, so none starts meanwhile.
             await self.fetcher_manager.quiesce([(ts.topic_name, ps.partition_index) for ts in request.topic_states
