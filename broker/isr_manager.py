@@ -29,6 +29,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _AP = request_type(ApiKey.ALTER_PARTITION)
 
+# Between sends of a proposal that got no answer (the channel to the controller already retried it until
+# its request timeout) or a top-level error (Kafka waits 50 ms after those).
+_RESEND_BACKOFF_S = 0.05
+
+# Partition errors after which the controller has written nothing and the leader's partition epoch is the
+# current one, so the leader may go back to its committed ISR.
+_NOT_APPLIED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
+# Partition errors that say the leader's view is stale: only a LeaderAndIsr can settle what the ISR is.
+_AWAIT_LEADER_AND_ISR = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED})
+
 
 class IsrManager:
     """Kafka's AlterPartitionManager plus the ISR expiration task.
@@ -51,6 +63,7 @@ class IsrManager:
         self.expands = 0
         self.failed = 0
         self._task: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Task[None]] = set()  # proposals not answered yet, each sent until it is
 
     async def start(self) -> None:
         from broker.security.inter_broker import inter_broker_security
@@ -65,6 +78,8 @@ class IsrManager:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        for task in list(self._sending):
+            task.cancel()
         if self.client is not None:
             await self.client.close()
 
@@ -95,40 +110,79 @@ class IsrManager:
                      self.broker_id, sorted(p.isr), sorted(new_isr))
             self.submit(p, new_isr, expand=True)
 
+    @staticmethod
+    def _superseded(p: Partition, new_isr: set[int], leader_epoch: int) -> bool:
+        return p.pending_isr != new_isr or p.leader_epoch != leader_epoch or not p.is_leader
+
     def submit(self, p: Partition, new_isr: set[int], *, expand: bool) -> None:
         p.pending_isr = set(new_isr)
-        asyncio.ensure_future(self._send(p, set(new_isr), p.leader_epoch, p.partition_epoch, expand))
+        task = asyncio.ensure_future(self._send(p, set(new_isr), p.leader_epoch, p.partition_epoch, expand))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _send(self, p: Partition, new_isr: set[int], leader_epoch: int, partition_epoch: int,
                     expand: bool) -> None:
-        body = _AP(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
-            _AP.TopicData(topic_id=p.topic_id, partitions=[_AP.PartitionData(
-                partition_index=p.partition, leader_epoch=leader_epoch,
-                new_isr_with_epochs=[_AP.BrokerState(broker_id=r, broker_epoch=(
-                    p.remote[r].broker_epoch if r in p.remote else self.broker_epoch())) for r in sorted(new_isr)],
-                leader_recovery_state=0, partition_epoch=partition_epoch)])])
-        try:
-            resp = await self.client.alter_partition(body)
-        except Exception as e:
-            log.warning("[Partition %s-%d] AlterPartition failed: %r; will retry", p.topic, p.partition, e)
+        # As Kafka's AlterPartitionManager: the proposal is sent again until the controller answers it or a
+        # LeaderAndIsr replaces it. Giving up while it is pending would be unsafe: the controller may have
+        # written it (the answer lost with a connection or a controller that died), and a leader that went
+        # back to its old ISR would compute the HW without a replica ZooKeeper lists as in sync. That replica
+        # could then be elected while missing records acknowledged with acks=all.
+        while True:
+            if self._superseded(p, new_isr, leader_epoch):
+                return
+            body = _AP(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
+                _AP.TopicData(topic_id=p.topic_id, partitions=[_AP.PartitionData(
+                    partition_index=p.partition, leader_epoch=leader_epoch,
+                    new_isr_with_epochs=[_AP.BrokerState(broker_id=r, broker_epoch=(
+                        p.remote[r].broker_epoch if r in p.remote else self.broker_epoch())) for r in sorted(new_isr)],
+                    leader_recovery_state=0, partition_epoch=partition_epoch)])])
+            try:
+                resp = await self.client.alter_partition(body)
+            except Exception as e:
+                log.warning("[Partition %s-%d] AlterPartition got no answer: %r; sending it again", p.topic,
+                            p.partition, e)
+                self.failed += 1
+                await asyncio.sleep(_RESEND_BACKOFF_S)
+                continue
+            if resp.error_code != ErrorCode.NONE:
+                # A top-level error (NOT_CONTROLLER, STALE_BROKER_EPOCH, ...): nothing was applied; ask again
+                # shortly, with the broker epoch of then (Kafka retries these after 50 ms).
+                log.info("[Partition %s-%d] AlterPartition: %s; sending it again", p.topic, p.partition,
+                         ErrorCode(resp.error_code).name)
+                self.failed += 1
+                if resp.error_code == ErrorCode.NOT_CONTROLLER:
+                    self.client.controller_moved()
+                await asyncio.sleep(_RESEND_BACKOFF_S)
+                continue
+            result = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+            if self._superseded(p, new_isr, leader_epoch):
+                return  # a LeaderAndIsr arrived meanwhile and replaced this proposal
+            code = ErrorCode.UNKNOWN_SERVER_ERROR if result is None else ErrorCode(result.error_code)
+            if code == ErrorCode.NONE:
+                break
             self.failed += 1
-            if p.pending_isr == new_isr:
+            if code in _NOT_APPLIED:
+                # The controller says the current partition epoch is right and nothing was written: back to
+                # the committed ISR (Kafka's handleAlterPartitionError).
                 p.pending_isr = None
-            return
-        code = resp.error_code
-        result = None
-        if code == ErrorCode.NONE and resp.topics and resp.topics[0].partitions:
-            result = resp.topics[0].partitions[0]
-            code = result.error_code
-        if p.pending_isr != new_isr or p.leader_epoch != leader_epoch:
-            return  # a LeaderAndIsr arrived meanwhile and superseded this proposal
-        p.pending_isr = None
-        if code != ErrorCode.NONE or result is None:
-            self.failed += 1
-            log.info("[Partition %s-%d] AlterPartition refused: %s", p.topic, p.partition, ErrorCode(code).name)
-            return
+                log.info("[Partition %s-%d] AlterPartition to %s refused: %s", p.topic, p.partition,
+                         sorted(new_isr), code.name)
+                return
+            if code in _AWAIT_LEADER_AND_ISR:
+                # This leader's state is behind the controller's. Keep the proposal pending (the HW stays
+                # computed over the union, no other ISR change is proposed) until a LeaderAndIsr brings the
+                # current state.
+                log.info("[Partition %s-%d] AlterPartition to %s refused: %s; the partition state may be out "
+                         "of date, awaiting the latest from the controller", p.topic, p.partition, sorted(new_isr),
+                         code.name)
+                return
+            log.warning("[Partition %s-%d] AlterPartition to %s failed: %s; sending it again", p.topic, p.partition,
+                        sorted(new_isr), code.name)
+            await asyncio.sleep(_RESEND_BACKOFF_S)
+        assert result is not None
         if result.leader_epoch != p.leader_epoch:
-            return
+            return  # written under another leader epoch: a LeaderAndIsr follows, and settles the ISR
+        p.pending_isr = None
         p.isr = set(result.isr)
         p.partition_epoch = result.partition_epoch
         if expand:

@@ -105,6 +105,10 @@ class InterBrokerClient:
         c = self._controller or await self._refresh_controller()
         return c[0] if c else None
 
+    def controller_moved(self) -> None:
+        """An answer said NOT_CONTROLLER: look the controller up again before the next request."""
+        self._invalidate()
+
     def _disconnect(self) -> None:
         if self._node is not None:
             self._node.close()
