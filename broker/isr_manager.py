@@ -178,6 +178,8 @@ class IsrManager:
                 return
             log.warning("[Partition %s-%d] AlterPartition to %s failed: %s; sending it again", p.topic, p.partition,
                         sorted(new_isr), code.name)
+            if code == ErrorCode.NOT_CONTROLLER:  # it knows an older state than ours: likely not controller now
+                self.client.controller_moved()
             await asyncio.sleep(_RESEND_BACKOFF_S)
         assert result is not None
         if result.leader_epoch != p.leader_epoch:

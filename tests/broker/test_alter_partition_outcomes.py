@@ -208,10 +208,11 @@ def test_top_level_errors_and_unexpected_partition_errors_are_sent_again(
         controller = ScriptedController([answer(top=ErrorCode.NOT_CONTROLLER),
                                          answer(top=ErrorCode.STALE_BROKER_EPOCH),
                                          answer(ErrorCode.UNKNOWN_SERVER_ERROR),
+                                         answer(ErrorCode.NOT_CONTROLLER),
                                          answer(isr=[0, 1, 2], partition_epoch=1)])
         mgr = isr_manager(rm, controller, epochs)
         mgr.maybe_expand(p)
-        for n in range(4):
+        for n in range(5):
             await sent(controller, n + 1)
             assert p.maximal_isr == {0, 1, 2}
             if n == 1:
@@ -219,8 +220,8 @@ def test_top_level_errors_and_unexpected_partition_errors_are_sent_again(
             controller.release(n)
         await until(lambda: p.pending_isr is None, "the answer is applied")
         assert p.isr == {0, 1, 2}
-        assert controller.moved == 1  # NOT_CONTROLLER: the controller is looked up again
-        assert [b.broker_epoch for b in controller.bodies] == [7, 7, 8, 8]
+        assert controller.moved == 2  # NOT_CONTROLLER (top level or the partition's): looked up again
+        assert [b.broker_epoch for b in controller.bodies] == [7, 7, 8, 8, 8]
     asyncio.run(scenario())
 
 
