@@ -69,8 +69,10 @@ class IsrManager:
         from broker.security.inter_broker import inter_broker_security
         from controller.client import InterBrokerClient
 
+        # Kafka's broker-to-controller channel waits controller.socket.timeout.ms for each answer.
         self.client = InterBrokerClient(self.zk, self.broker_id, asyncio.get_running_loop(),
                                         listener_name=self.listener_name,
+                                        request_timeout_ms=self.config().get("controller.socket.timeout.ms"),
                                         security=inter_broker_security(self.config(), self.listener_name))
         await self.client.start()
         self._task = asyncio.ensure_future(self._shrink_loop())
