@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from controller.client import ControllerNotAvailableError
 from protocol.api_versions import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import request_type
@@ -140,11 +141,18 @@ class IsrManager:
                     leader_recovery_state=0, partition_epoch=partition_epoch)])])
             try:
                 resp = await self.client.alter_partition(body)
-            except Exception as e:
-                log.warning("[Partition %s-%d] AlterPartition got no answer: %r; sending it again", p.topic,
+            except ControllerNotAvailableError as e:
+                log.warning("[Partition %s-%d] AlterPartition got no answer: %s; sending it again", p.topic,
                             p.partition, e)
                 self.failed += 1
                 await asyncio.sleep(_RESEND_BACKOFF_S)
+                continue
+            except Exception:
+                # Whether it reached the controller is as unknown as after a lost answer.
+                log.exception("[Partition %s-%d] AlterPartition failed; sending it again in a second", p.topic,
+                              p.partition)
+                self.failed += 1
+                await asyncio.sleep(1.0)
                 continue
             if resp.error_code != ErrorCode.NONE:
                 # A top-level error (NOT_CONTROLLER, STALE_BROKER_EPOCH, ...): nothing was applied; ask again
