@@ -30,6 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import response_type
 from protocol.records import NewRecord, build_batch
 from storage.log_manager import LogManager
+from tests.controller.fakes import wait_for
 
 TP = ("events", 0)
 _AP_RESP = response_type(ApiKey.ALTER_PARTITION)
@@ -106,14 +107,8 @@ def isr_manager(rm: ReplicaManager, controller: ScriptedController, broker_epoch
 
 
 async def until(condition: Any, what: str) -> None:
-    """Poll until ``condition()`` holds (a resend waits a short backoff first); the bound only keeps a
-    broken build from hanging."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.001)
+    # A resend waits a short backoff first; the bound only keeps a broken build from hanging.
+    await wait_for(condition, timeout=60, interval=0.001, what=what)
 
 
 async def sent(controller: ScriptedController, n: int) -> None:

@@ -238,6 +238,14 @@ class Admin:
             self.describe(topic).get(partition)), timeout, f"{what} for {topic}-{partition}", interval=0.2)
 
 
+def roles(cluster: Any) -> tuple[int, int, int]:
+    """(A, B, C) of a 3-broker cluster: C is the active controller, A and B the two other brokers."""
+    with ZkView(cluster) as zk:
+        c = wait_until(lambda: (lambda cid: None if cid is None else (cid,))(zk.controller()), 30, "a controller")[0]
+    a, b = sorted({0, 1, 2} - {c})
+    return a, b, c
+
+
 class ZkView:
     """Read-only look at the cluster's ZooKeeper state (partition state znodes, controller)."""
 

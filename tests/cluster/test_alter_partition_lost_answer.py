@@ -24,20 +24,13 @@ from tests.cluster.helpers import (
     RawClient,
     ZkView,
     produce_once_hosted,
+    roles,
     segment_bytes,
     unique,
     wait_until,
 )
 
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
-
-
-def _roles(cluster: Any) -> tuple[int, int, int]:
-    """(A, B, C): C is the active controller, A and B the two other brokers."""
-    with ZkView(cluster) as zk:
-        c = wait_until(lambda: (lambda cid: None if cid is None else (cid,))(zk.controller()), 30, "a controller")[0]
-    a, b = sorted({0, 1, 2} - {c})
-    return a, b, c
 
 
 def _disk_values(broker: Any, topic: str) -> list[bytes]:
@@ -51,7 +44,7 @@ def test_an_expansion_written_while_the_leader_waited_is_counted_before_acks_all
     # progress; the leader waits 2 s for each answer from the controller.
     cluster = cluster3(zookeeper_session_timeout_ms="20000", replica_lag_time_max_ms="3000",
                        controller_socket_timeout_ms="2000")
-    a, b, c = _roles(cluster)
+    a, b, c = roles(cluster)
     A, B, C = cluster.brokers[a], cluster.brokers[b], cluster.brokers[c]
     topic = unique("lost-answer")
     with Admin(cluster.bootstrap) as admin, ZkView(cluster) as zk:

@@ -31,6 +31,7 @@ from tests.cluster.helpers import (
     RawClient,
     ZkView,
     produce_once_hosted,
+    roles,
     segment_bytes,
     start_broker,
     unique,
@@ -38,14 +39,6 @@ from tests.cluster.helpers import (
 )
 
 TOPIC_CONFIGS = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
-
-
-def _roles(cluster: Any) -> tuple[int, int, int]:
-    """(A, B, C): C is the active controller, A and B the two other brokers."""
-    with ZkView(cluster) as zk:
-        c = wait_until(lambda: (lambda cid: None if cid is None else (cid,))(zk.controller()), 30, "a controller")[0]
-    a, b = sorted({0, 1, 2} - {c})
-    return a, b, c
 
 
 def _produce(broker: Any, topic: str, value: bytes, acks: int) -> int:
@@ -110,7 +103,7 @@ def test_kip101_scenario1_committed_record_survives_restart_then_leader_change(
     HW=2 only later; B is SIGKILLed inside that window, with HW 1 in memory and at most 1 on disk.
     """
     cluster = cluster3(replica_fetch_wait_max_ms="5000")
-    a, b, c = _roles(cluster)
+    a, b, c = roles(cluster)
     A, B = cluster.brokers[a], cluster.brokers[b]
     topic = unique("kip101-s1")
     with Admin(cluster.bootstrap) as admin, ZkView(cluster) as zk:
@@ -154,7 +147,7 @@ def test_kip101_scenario2_diverged_replica_truncates_to_new_leader(cluster3: Cal
     up as [m1, m3], byte-identical. Keeping m2 (HW-based truncation with A's HW at 1 or 2) would leave
     the two replicas with different records at offset 1 forever."""
     cluster = cluster3()
-    a, b, c = _roles(cluster)
+    a, b, c = roles(cluster)
     A, B = cluster.brokers[a], cluster.brokers[b]
     topic = unique("kip101-s2")
     with Admin(cluster.bootstrap) as admin, ZkView(cluster) as zk:
