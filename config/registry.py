@@ -737,7 +737,8 @@ _broker("fetch.purgatory.purge.interval.requests", T.INT, 1000, "Purge interval,
 _broker("producer.purgatory.purge.interval.requests", T.INT, 1000, "Purge interval, in requests, of the produce purgatory.")
 _broker("delete.records.purgatory.purge.interval.requests", T.INT, 1,
         "Purge interval, in requests, of the delete-records purgatory.")
-_broker("controller.socket.timeout.ms", T.INT, 30_000, "Socket timeout of controller-to-broker requests.")
+_broker("controller.socket.timeout.ms", T.INT, 30_000,
+        "Socket timeout of the channels between the controller and the brokers (its requests, and AlterPartition).")
 _broker("auto.leader.rebalance.enable", T.BOOLEAN, True, "Periodically move leadership back to preferred replicas.",
         importance=H)
 _broker("leader.imbalance.per.broker.percentage", T.INT, 10, "Leader imbalance per broker, in percent, that triggers a rebalance.",
