@@ -626,6 +626,14 @@ def segment_bytes(broker: Any, topic: str, partition: int) -> bytes:
     return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
 
 
+def disk_values(broker: Any, topic: str, partition: int = 0) -> list[bytes]:
+    """Every record value in the replica's segment files, committed or not."""
+    from protocol.records import iter_batches
+
+    data = segment_bytes(broker, topic, partition)
+    return [r.value for batch in iter_batches(memoryview(data)) for r in batch.records()]
+
+
 REPORTS: list[str] = []  # shown in the terminal summary by tests/cluster/conftest.py
 
 

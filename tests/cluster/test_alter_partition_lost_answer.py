@@ -18,24 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from protocol.records import build_batch, iter_batches
+from protocol.records import build_batch
 from tests.cluster.helpers import (
     Admin,
     RawClient,
     ZkView,
+    disk_values,
     produce_once_hosted,
     roles,
-    segment_bytes,
     unique,
     wait_until,
 )
 
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
-
-
-def _disk_values(broker: Any, topic: str) -> list[bytes]:
-    data = segment_bytes(broker, topic, 0)
-    return [r.value for batch in iter_batches(memoryview(data)) for r in batch.records()]
 
 
 def test_an_expansion_written_while_the_leader_waited_is_counted_before_acks_all(
@@ -87,7 +82,7 @@ def test_an_expansion_written_while_the_leader_waited_is_counted_before_acks_all
                 r = raw.produce(topic, 0, build_batch([(None, b"m2")]), acks=-1)
             assert r.error_code == 0, f"acks=all produce of m2: error {r.error_code}"
             in_sync = isr()
-            assert b not in in_sync or b"m2" in _disk_values(B, topic), (
+            assert b not in in_sync or b"m2" in disk_values(B, topic), (
                 f"m2 acknowledged while ZooKeeper lists B (broker {b}) in the ISR {in_sync} and B's log lacks it")
         finally:
             for broker in frozen:
@@ -95,5 +90,5 @@ def test_an_expansion_written_while_the_leader_waited_is_counted_before_acks_all
         # B comes back and catches up: all three end with both records.
         wait_until(lambda: isr() == sorted([a, b, c]), 60, "B back in the ISR")
         for broker in (A, B, C):
-            wait_until(lambda broker=broker: _disk_values(broker, topic) == [b"m1", b"m2"], 60,
+            wait_until(lambda broker=broker: disk_values(broker, topic) == [b"m1", b"m2"], 60,
                        f"broker {broker.broker_id} holding m1 and m2")

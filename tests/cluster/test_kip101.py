@@ -25,11 +25,12 @@ from typing import Any
 
 import pytest
 
-from protocol.records import build_batch, iter_batches
+from protocol.records import build_batch
 from tests.cluster.helpers import (
     Admin,
     RawClient,
     ZkView,
+    disk_values,
     produce_once_hosted,
     roles,
     segment_bytes,
@@ -60,12 +61,6 @@ def _served_values(broker: Any, topic: str) -> list[bytes]:
 
         wait_until(serving, 30, f"broker {broker.broker_id} serving {topic}-0 as leader")
         return [r.value for b in raw.fetch_batches(topic, 0) for r in b.records()]
-
-
-def _disk_values(broker: Any, topic: str) -> list[bytes]:
-    """Every record in the replica's segment files, committed or not."""
-    data = segment_bytes(broker, topic, 0)
-    return [r.value for b in iter_batches(memoryview(data)) for r in b.records()]
 
 
 def _checkpointed_hw(broker: Any, topic: str) -> int:
@@ -113,7 +108,7 @@ def test_kip101_scenario1_committed_record_survives_restart_then_leader_change(
         assert produce_once_hosted(A.bootstrap, topic, 0, build_batch([(None, b"m1")])).base_offset == 0
         assert _produce(A, topic, b"m2", acks=-1) == 1   # acked: A's HW is 2, m2 is committed
         B.kill()
-        assert _disk_values(B, topic) == [b"m1", b"m2"]
+        assert disk_values(B, topic) == [b"m1", b"m2"]
         hw_b = _checkpointed_hw(B, topic)
         assert hw_b < 2, f"B's checkpointed HW is {hw_b}: the scenario needs B's HW behind its log end"
 
@@ -137,7 +132,7 @@ def test_kip101_scenario1_committed_record_survives_restart_then_leader_change(
         wait_until(lambda: list(zk.state(topic, 0).isr) in ([a, b], [b, a]), 60, "A back in the ISR")
         _wait_identical(cluster, a, b, topic)
         assert _served_values(B, topic) == [b"m1", b"m2", b"m3"]
-        assert _disk_values(A, topic) == [b"m1", b"m2", b"m3"]
+        assert disk_values(A, topic) == [b"m1", b"m2", b"m3"]
 
 
 def test_kip101_scenario2_diverged_replica_truncates_to_new_leader(cluster3: Callable[..., Any]) -> None:
@@ -158,8 +153,8 @@ def test_kip101_scenario2_diverged_replica_truncates_to_new_leader(cluster3: Cal
         B.pause()
         try:
             assert _produce(A, topic, b"m2", acks=1) == 1  # only A has it
-            assert _disk_values(A, topic) == [b"m1", b"m2"]
-            assert _disk_values(B, topic) == [b"m1"]
+            assert disk_values(A, topic) == [b"m1", b"m2"]
+            assert disk_values(B, topic) == [b"m1"]
             A.kill()
             # B dies still frozen: A's answer to B's parked fetch (woken by m2's append) may already sit
             # in B's socket buffer, and a B resumed first would read it and append m2 after all.
@@ -181,7 +176,7 @@ def test_kip101_scenario2_diverged_replica_truncates_to_new_leader(cluster3: Cal
                    "A truncating its m2 at offset 1")
         wait_until(lambda: sorted(zk.state(topic, 0).isr) == sorted([a, b]), 60, "A back in the ISR")
         _wait_identical(cluster, a, b, topic)
-        assert _disk_values(A, topic) == [b"m1", b"m3"]
+        assert disk_values(A, topic) == [b"m1", b"m3"]
         assert _served_values(B, topic) == [b"m1", b"m3"]
 
 
