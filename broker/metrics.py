@@ -248,7 +248,7 @@ class BrokerCollector:
                 isr = len(p.isr)
                 if isr < len(p.replicas):
                     under += 1
-                min_isr = getattr(p.config, "min_insync_replicas", 1)
+                min_isr = p.effective_min_isr  # Kafka's isUnderMinIsr and isAtMinIsr use it too
                 if isr < min_isr:
                     under_min += 1
                 elif isr == min_isr:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.errors import ErrorCode
 from storage.log import AppendInfo, PartitionLog
@@ -44,6 +44,16 @@ class ReplicaState:
     broker_epoch: int = -1
 
 
+class FollowerEligibility(Protocol):
+    """What a leader needs to know of a follower outside the ISR to let its HW wait for it (Kafka's
+    replica.lag.time.max.ms and isReplicaIsrEligible, which in ZooKeeper mode asks whether the broker
+    is alive in the metadata cache)."""
+
+    def lag_time_max_ms(self) -> int: ...
+
+    def alive(self, broker_id: int) -> bool: ...
+
+
 @dataclass
 class Partition:
     topic: str
@@ -61,6 +71,8 @@ class Partition:
     # ISR change sent to the controller and not yet answered (Kafka's PendingExpand/PendingShrink).
     pending_isr: set[int] | None = None
     remote: dict[int, ReplicaState] = field(default_factory=dict)
+    # Set by the ReplicaManager; None (a partition built alone) waits for no replica outside the ISR.
+    eligibility: FollowerEligibility | None = field(default=None, repr=False, compare=False)
     # The copy of this replica being made in another log dir (AlterReplicaLogDirs, KIP-113), which replaces
     # ``log`` once caught up: broker/alter_log_dirs.py.
     future_log: PartitionLog | None = None
@@ -89,6 +101,18 @@ class Partition:
     def maximal_isr(self) -> set[int]:
         """The ISR used for HW and acks: includes replicas being added while that is pending."""
         return self.isr | self.pending_isr if self.pending_isr else self.isr
+
+    @property
+    def effective_min_isr(self) -> int:
+        """Kafka's effectiveMinIsr (from 3.7, KAFKA-15583): min.insync.replicas capped by the number of
+        assigned replicas, so that a topic whose min.insync.replicas exceeds its replication factor
+        still takes acks=all writes once all its replicas are in sync."""
+        return min(self.config.min_insync_replicas, len(self.replicas) or 1)
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Kafka's isUnderMinIsr, on the leader: the committed ISR is below the effective minimum."""
+        return self.is_leader and len(self.isr) < self.effective_min_isr
 
     def replace_log_with_future(self, moved: PartitionLog) -> None:
         """The future log, reopened in its dir as the current one, becomes this replica's log (Kafka's
@@ -165,7 +189,7 @@ class Partition:
     def _check_min_isr(self, required_acks: int) -> None:
         """Kafka's appendRecordsToLeader: an acks=all write is refused before it is appended while the ISR
         is below min.insync.replicas (what is appended anyway would not be acknowledged)."""
-        if required_acks == -1 and len(self.isr) < (min_isr := self.config.min_insync_replicas):
+        if required_acks == -1 and len(self.isr) < (min_isr := self.effective_min_isr):
             raise PartitionError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"the ISR of {self.topic}-{self.partition} has {len(self.isr)} members, "
@@ -183,12 +207,18 @@ class Partition:
         return info
 
     def maybe_increment_hw(self) -> bool:
-        """HW = min LEO over the (maximal) ISR; only ever moves forward. Returns True if it moved."""
-        if not self.is_leader:
+        """HW = min LEO over the (maximal) ISR; only ever moves forward. Returns True if it moved.
+
+        As in Kafka from 3.7 (KAFKA-15583), the HW stands still while the committed ISR is below the
+        effective min.insync.replicas: records written then with acks=0 or 1 stay invisible to consumers
+        until enough replicas have them, so that no consumer reads a record that an election among the
+        replicas left could still lose."""
+        if not self.is_leader or len(self.isr) < self.effective_min_isr:
             return False
         leo = self.log.log_end_offset
         new_hw = leo
-        for r in self.maximal_isr:
+        isr = self.maximal_isr
+        for r in isr:
             if r == self.broker_id:
                 continue
             st = self.remote.get(r)
@@ -196,17 +226,36 @@ class Partition:
                 new_hw = min(new_hw, self.log.high_watermark)
             else:
                 new_hw = min(new_hw, st.log_end_offset)
+        if len(self.remote) >= len(isr) and self.eligibility is not None:  # a replica outside the ISR
+            new_hw = self._wait_for_replicas_joining_isr(isr, leo, new_hw, self.eligibility)
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             return True
         return False
+
+    def _wait_for_replicas_joining_isr(self, isr: set[int], leo: int, new_hw: int,
+                                       eligibility: FollowerEligibility) -> int:
+        """Kafka's shouldWaitForReplicaToJoinIsr: the HW also waits for a live follower outside the ISR
+        that has caught up within replica.lag.time.max.ms. Without it a follower catching up under
+        steady acks=1 load could stay behind an HW that moves with every append, and never reach the HW
+        that joining the ISR takes."""
+        t = now_ms()
+        lag_max = eligibility.lag_time_max_ms()
+        for r, st in self.remote.items():
+            if r in isr or not 0 <= st.log_end_offset < new_hw:
+                continue
+            if (st.log_end_offset == leo or t - st.last_caught_up_ms <= lag_max) and eligibility.alive(r):
+                new_hw = st.log_end_offset
+        return new_hw
 
     def ack_satisfied(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """Has an acks=all produce up to ``required_offset`` (exclusive) been replicated?"""
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if len(self.isr) < self.config.min_insync_replicas:
+            # Kafka's checkEnoughReplicasReachOffset counts the maximal ISR: a replica whose addition is
+            # pending already holds the HW back, so it counts towards min.insync.replicas too.
+            if len(self.maximal_isr) < self.effective_min_isr:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE

@@ -80,6 +80,23 @@ class LeadershipListener(Protocol):
         ...
 
 
+class _FollowerEligibility:
+    """The partitions' view of replica.lag.time.max.ms (a dynamic broker config) and of which brokers
+    are alive (the metadata cache, kept by UpdateMetadata)."""
+
+    __slots__ = ("_config", "_metadata")
+
+    def __init__(self, config: BrokerConfig, metadata: MetadataCache) -> None:
+        self._config = config
+        self._metadata = metadata
+
+    def lag_time_max_ms(self) -> int:
+        return int(self._config.get("replica.lag.time.max.ms"))
+
+    def alive(self, broker_id: int) -> bool:
+        return self._metadata.alive(broker_id)
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager,
                  metadata: MetadataCache, topic_config: Callable[[str], LogConfig], *,
@@ -96,6 +113,7 @@ class ReplicaManager:
         # ``topic_config`` answers (None: a broker without ZooKeeper keeps what it has).
         self.load_topic_configs = load_topic_configs
         self.partitions: dict[TP, Partition] = {}
+        self.follower_eligibility = _FollowerEligibility(config, metadata)
         # The partition ids hosted here per topic: a topic's config change reaches its partitions
         # without a scan of every partition (a listener pass over many new topics would be quadratic).
         self._hosted: dict[str, set[int]] = {}
@@ -140,7 +158,8 @@ class ReplicaManager:
             if config is None:
                 config = self.topic_config(topic)
             lg = self.log_manager.get_or_create_log(topic, partition, topic_id=topic_id, config=config)
-            p = Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id)
+            p = Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id,
+                          eligibility=self.follower_eligibility)
             self._add_partition(p)
         return p
 
@@ -199,7 +218,8 @@ class ReplicaManager:
             if lg is not None and (topic, partition) not in self.partitions:
                 config = configs[topic]
                 lg.update_config(config)
-                self._add_partition(Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id))
+                self._add_partition(Partition(topic, partition, self.broker_id, lg, config, topic_id=topic_id,
+                                              eligibility=self.follower_eligibility))
 
     def _topic_configs(self, topics: Iterable[str]) -> dict[str, LogConfig]:
         """The current LogConfig of each topic, built once per topic."""

@@ -84,9 +84,7 @@ class KafkaZkCluster:
             for broker_id in range(self.n):
                 cfg = self.dir / f"server-{broker_id}.properties"
                 cfg.write_text("".join(f"{k}={v}\n" for k, v in self._properties(broker_id, self._zk_connect).items()))
-                self.processes.append(subprocess.Popen(
-                    ["java", *self.jvm_options, "-cp", cp, "kafka.Kafka", str(cfg)],
-                    stdout=open(self.log_path(broker_id), "wb"), stderr=subprocess.STDOUT))  # noqa: SIM115
+                self.processes.append(self._launch(broker_id, cp))
             for port, process in zip(self.ports, self.processes, strict=True):
                 wait_for_port("127.0.0.1", port, timeout, process)
             self._wait_for_all_brokers(timeout)
@@ -94,6 +92,31 @@ class KafkaZkCluster:
             self.stop()
             raise
         return self
+
+    def _launch(self, broker_id: int, cp: str) -> subprocess.Popen[bytes]:
+        cfg = self.dir / f"server-{broker_id}.properties"
+        return subprocess.Popen(["java", *self.jvm_options, "-cp", cp, "kafka.Kafka", str(cfg)],
+                                stdout=open(self.log_path(broker_id), "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def stop_broker(self, broker_id: int, timeout: float = 60.0) -> None:
+        """SIGTERM to one broker: a controlled shutdown, which takes it out of every ISR at once."""
+        process = self.processes[broker_id]
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def start_broker(self, broker_id: int, timeout: float = 120.0) -> None:
+        """Starts a broker stopped by stop_broker() again, on its port and log dir, and waits until it
+        listens."""
+        from tests.kafka_dist import classpath
+
+        assert self.processes[broker_id].poll() is not None, f"broker {broker_id} is running"
+        self.processes[broker_id] = self._launch(broker_id, classpath())
+        wait_for_port("127.0.0.1", self.ports[broker_id], timeout, self.processes[broker_id])
 
     def _wait_for_all_brokers(self, timeout: float) -> None:
         """Listening comes before registration; wait until every broker's metadata shows all ``n``
