@@ -12,7 +12,9 @@ load on the machine falls on both alike. Records are 100 bytes. The clients:
   (``python -m tests.bench_clients rdkafka-produce|rdkafka-consume|rdkafka-commits``).
 
 Phase 1, one broker each: produce acks=1 and acks=all on 1 and on 1,000 partitions, consume, the
-librdkafka producer and consumer, and end-to-end latency (acks=1, acks=all). Phase 2, three brokers
+librdkafka producer and consumer, and end-to-end latency (acks=1, acks=all). Both consumers read three
+runs' worth of records from the one-partition topic, which the produce cases before them have filled;
+the librdkafka consumer with ``fetch.queue.backoff.ms`` 10 (``rdkafka_consume``). Phase 2, three brokers
 each: produce to a topic of RF=1 with acks=1 and to one of RF=3, min.insync.replicas=2 with acks=all
 (3 partitions each, so every broker leads one), with both clients, acks=all end-to-end latency on
 RF=3, and a group member's synchronous offset commits to the 3-replica __consumer_offsets while
@@ -170,16 +172,24 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, acks: str) -> dict
     return {"records": delivered, "failed": failed, "seconds": elapsed}
 
 
+RDKAFKA_FETCH_QUEUE_BACKOFF_MS = 10
+
+
 def rdkafka_consume(bootstrap: str, topic: str, records: int, group: str) -> dict[str, Any]:
     """Reads ``records`` records from the beginning in a new group. The clock starts when the group
     assigns the partitions, as ConsumerPerformance's fetch rate excludes the join. ``marks``: the
-    seconds from the assignment at each 100,000th record (they show librdkafka's pauses of
-    fetch.queue.backoff.ms when its queue is over queued.min.messages; BENCHMARKS.md)."""
+    seconds from the assignment at each 100,000th record.
+
+    ``fetch.queue.backoff.ms`` is 10 ms, not librdkafka's 1,000: with the default, the loop below drains
+    its queue more slowly than a broker on loopback fills it, librdkafka stops fetching for a whole second
+    each time the queue passes queued.min.messages, and a run measured the number of those pauses, which
+    the faster broker triggers more often (BENCHMARKS.md, "The librdkafka consumer"). librdkafka's
+    documentation names a lower value as the remedy for such one-second delays."""
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     assigned: list[float] = []
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": RDKAFKA_FETCH_QUEUE_BACKOFF_MS})
     consumer.subscribe([topic], on_assign=lambda _c, _partitions: assigned.append(time.perf_counter()))
     count = 0
     marks: list[float] = []
@@ -286,9 +296,17 @@ def _java_produce(topic: str, acks: str) -> Callable[[System, Scale], Measuremen
     return run
 
 
-def _java_consume(topic: str) -> Callable[[System, Scale], Measurement]:
+# The consumers read the 1-partition topic three runs' worth at a time: by the first consume (the
+# warm-up's), the three produce cases before it have written that many. Read for a single run's worth,
+# 1,000,000 records take the Java consumer under a second, much of it while its JIT still compiles the
+# fetch path, and its runs against the same broker spread by 2x (BENCHMARKS.md, thirty-fourth invocation).
+CONSUME_RUNS_WORTH = 3
+
+
+def _java_consume(topic: str, runs_worth: int = 1) -> Callable[[System, Scale], Measurement]:
     def run(system: System, scale: Scale) -> Measurement:
-        r = bu.consumer_performance(system.bootstrap, topic, scale.records, f"bench-{uuid.uuid4().hex[:8]}")
+        r = bu.consumer_performance(system.bootstrap, topic, scale.records * runs_worth,
+                                    f"bench-{uuid.uuid4().hex[:8]}")
         return Measurement(r.records, 0.0, records_per_s=r.fetch_records_per_s)
     return run
 
@@ -302,9 +320,10 @@ def _rdkafka_produce(topic: str, acks: str) -> Callable[[System, Scale], Measure
     return run
 
 
-def _rdkafka_consume(topic: str) -> Callable[[System, Scale], Measurement]:
+def _rdkafka_consume(topic: str, runs_worth: int = 1) -> Callable[[System, Scale], Measurement]:
     def run(system: System, scale: Scale) -> Measurement:
-        r = _rdkafka("rdkafka-consume", system.bootstrap, topic, str(scale.records), f"bench-{uuid.uuid4().hex[:8]}")
+        r = _rdkafka("rdkafka-consume", system.bootstrap, topic, str(scale.records * runs_worth),
+                     f"bench-{uuid.uuid4().hex[:8]}")
         return Measurement(int(r["records"]), 0.0, records_per_s=r["records"] / r["seconds"])
     return run
 
@@ -359,8 +378,8 @@ SINGLE_CASES = [
     Case("produce acks=1, 1,000 partitions", "throughput", _java_produce("p1000", "1")),
     Case("produce acks=all, 1,000 partitions", "throughput", _java_produce("p1000", "all")),
     Case("librdkafka produce acks=1, 1 partition", "throughput", _rdkafka_produce("p1", "1")),
-    Case("consume, 1 partition", "throughput", _java_consume("p1")),
-    Case("librdkafka consume, 1 partition", "throughput", _rdkafka_consume("p1")),
+    Case("consume, 1 partition", "throughput", _java_consume("p1", CONSUME_RUNS_WORTH)),
+    Case("librdkafka consume, 1 partition", "throughput", _rdkafka_consume("p1", CONSUME_RUNS_WORTH)),
     Case("end-to-end latency acks=1", "latency", _latency("e2e", "1")),
     Case("end-to-end latency acks=all", "latency", _latency("e2e", "all")),
 ]
