@@ -194,22 +194,47 @@ def test_remote_time_is_the_wait_in_a_purgatory(cluster: object, traffic: Traffi
 
 
 def test_failed_produce_requests_and_error_counts(cluster: object) -> None:
-    """NOT_ENOUGH_REPLICAS is an unexpected append failure in Kafka's ReplicaManager: counted as failed."""
+    """NOT_ENOUGH_REPLICAS is an unexpected append failure in Kafka's ReplicaManager: counted as failed.
+
+    The partition has two replicas and min.insync.replicas=2, and its follower is frozen until the
+    leader has taken it out of the ISR. (A one-replica topic with min.insync.replicas=2 takes acks=all
+    writes since Kafka 3.7: tests/cluster/test_under_min_isr.py.) Neither broker is the controller,
+    which the leader's AlterPartition must reach while the follower is frozen."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
+    from clients.admin import WireClient
+
     bs = cluster.bootstrap  # type: ignore[attr-defined]
+    with WireClient(bs) as c:
+        controller = c.refresh([]).controller_id
+    leader, follower = sorted({0, 1, 2} - {controller})
     t = unique("xfail")
-    ok("topics", "--create", "--bootstrap-server", bs, "--topic", t, "--partitions", "1",
-       "--replication-factor", "1", "--config", "min.insync.replicas=2")
+    ok("topics", "--create", "--bootstrap-server", bs, "--topic", t, "--replica-assignment", f"{leader}:{follower}",
+       "--config", "min.insync.replicas=2")
+
+    at_leader = cluster.brokers[leader].bootstrap  # type: ignore[attr-defined]  # never the frozen broker
+
+    def isr() -> list[int]:
+        described = ok("topics", "--describe", "--bootstrap-server", at_leader, "--topic", t, "--output",
+                       "json").json()
+        return sorted(described[0]["partitions"][0]["isr"])
+
+    wait_until(lambda: isr() == sorted([leader, follower]), 30, f"{t}: both replicas in the ISR")
     before = sum(matching(everything(cluster), "kafka_network_requestmetrics_errors_total", request="Produce",
                           error="NOT_ENOUGH_REPLICAS"))
-    producer = KafkaProducer(bootstrap_servers=bs, acks="all", retries=0)
+    frozen = cluster.brokers[follower]  # type: ignore[attr-defined]
+    frozen.pause()
     try:
-        with pytest.raises(KafkaError):
-            producer.send(t, b"refused").get(timeout=20)
+        wait_until(lambda: isr() == [leader], 30, f"{t}: the frozen follower out of the ISR")
+        producer = KafkaProducer(bootstrap_servers=at_leader, acks="all", retries=0)
+        try:
+            with pytest.raises(KafkaError):
+                producer.send(t, b"refused").get(timeout=20)
+        finally:
+            producer.close(timeout=5)
     finally:
-        producer.close(timeout=5)
+        frozen.resume()
     samples = everything(cluster)
     assert sum(matching(samples, "kafka_network_requestmetrics_errors_total", request="Produce",
                         error="NOT_ENOUGH_REPLICAS")) >= before + 1
