@@ -533,7 +533,9 @@ _topic("min.cleanable.dirty.ratio", T.DOUBLE, 0.5,
 _topic("min.compaction.lag.ms", T.LONG, 0, "Shortest time a record stays uncompacted.",
        validator=at_least(0), synonyms=["log.cleaner.min.compaction.lag.ms"])
 _shared("min.insync.replicas", T.INT, 1,
-        "In-sync replicas that must have a write before an acks=all produce succeeds.",
+        "In-sync replicas that must have a write before an acks=all produce succeeds, capped by the "
+        "number of assigned replicas (as from Kafka 3.7). While the ISR is smaller, acks=all produces are "
+        "refused and the high watermark does not advance.",
         validator=at_least(1), importance=H)
 _topic("preallocate", T.BOOLEAN, False, "Preallocate segment files on disk when they are created.",
        synonyms=["log.preallocate"])
