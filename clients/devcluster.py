@@ -182,6 +182,19 @@ class BrokerProcess:
         if self.process is not None:
             self.process.send_signal(signal.SIGCONT)
 
+    @property
+    def paused(self) -> bool:
+        """Whether the process is stopped now (state T). Something else can resume it: when the shell
+        job that started the process group ends, the kernel sends SIGHUP and SIGCONT to every process
+        of the group if one of them is stopped."""
+        if self.process is None or self.process.poll() is not None:
+            return False
+        try:
+            with open(f"/proc/{self.process.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        except OSError:
+            return False
+
     def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()

@@ -60,6 +60,9 @@ def test_metadata_waits_for_the_first_update_metadata_after_a_restart(cluster3: 
         # The request is parked: nothing can have initialized the cache while the controller is frozen.
         wait_until(lambda: answers or errors or HOLDING in broker.log_text()[mark:], 30,
                    "the restarted broker answering or holding Metadata")
+        # A premise, not the behaviour under test: had the controller been resumed from outside, it
+        # would have sent its UpdateMetadata and the answer below would prove nothing.
+        assert controller.paused, "the frozen controller was resumed from outside the test"
         assert not answers and not errors, f"answered before any UpdateMetadata: {answers or errors}"
     finally:
         controller.resume()
