@@ -227,14 +227,13 @@ class Partition:
             else:
                 new_hw = min(new_hw, st.log_end_offset)
         if len(self.remote) >= len(isr) and self.eligibility is not None:  # a replica outside the ISR
-            new_hw = self._wait_for_replicas_joining_isr(isr, leo, new_hw, self.eligibility)
+            new_hw = self._wait_for_replicas_joining_isr(isr, new_hw, self.eligibility)
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             return True
         return False
 
-    def _wait_for_replicas_joining_isr(self, isr: set[int], leo: int, new_hw: int,
-                                       eligibility: FollowerEligibility) -> int:
+    def _wait_for_replicas_joining_isr(self, isr: set[int], new_hw: int, eligibility: FollowerEligibility) -> int:
         """Kafka's shouldWaitForReplicaToJoinIsr: the HW also waits for a live follower outside the ISR
         that has caught up within replica.lag.time.max.ms. Without it a follower catching up under
         steady acks=1 load could stay behind an HW that moves with every append, and never reach the HW
@@ -242,9 +241,11 @@ class Partition:
         t = now_ms()
         lag_max = eligibility.lag_time_max_ms()
         for r, st in self.remote.items():
+            # Only a follower below the HW so far matters, so never one at the leader's LEO (Kafka's
+            # other way of being caught up).
             if r in isr or not 0 <= st.log_end_offset < new_hw:
                 continue
-            if (st.log_end_offset == leo or t - st.last_caught_up_ms <= lag_max) and eligibility.alive(r):
+            if t - st.last_caught_up_ms <= lag_max and eligibility.alive(r):
                 new_hw = st.log_end_offset
         return new_hw
 
