@@ -282,14 +282,20 @@ class Partition:
         return self.maybe_increment_hw()
 
     def out_of_sync_replicas(self, max_lag_ms: int) -> set[int]:
-        """ISR members that have not caught up within replica.lag.time.max.ms."""
+        """ISR members that have not caught up within replica.lag.time.max.ms.
+
+        As Kafka's Replica.isCaughtUp, a follower whose last fetch reached the leader's LEO is in sync
+        however long ago that fetch was: on an idle partition there is nothing to fall behind on. A
+        follower that has stopped for good loses its ZooKeeper session, and the controller takes it out
+        of the ISR then."""
         t = now_ms()
+        leo = self.log.log_end_offset
         out = set()
         for r in self.isr:
             if r == self.broker_id:
                 continue
             st = self.remote.get(r)
-            if st is None or t - st.last_caught_up_ms > max_lag_ms:
+            if st is None or (st.log_end_offset != leo and t - st.last_caught_up_ms > max_lag_ms):
                 out.add(r)
         return out
 

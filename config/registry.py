@@ -722,8 +722,9 @@ _broker("log.cleaner.max.compaction.lag.ms", T.LONG, INT64_MAX, "Default max.com
         mode=CW)
 
 # Replication
-_broker("replica.lag.time.max.ms", T.LONG, 30_000, "A follower that has not caught up for this long leaves the ISR.",
-        importance=H)
+_broker("replica.lag.time.max.ms", T.LONG, 30_000,
+        "A follower that has not caught up with the leader for this long leaves the ISR; one whose last fetch "
+        "reached the leader's log end stays in it.", importance=H)
 _broker("replica.socket.timeout.ms", T.INT, 30_000, "Socket timeout of follower fetch requests.", importance=H)
 _broker("replica.socket.receive.buffer.bytes", T.INT, 65_536, "SO_RCVBUF of follower fetch connections.", importance=H)
 _broker("replica.fetch.max.bytes", T.INT, 1_048_576, "Bytes a follower fetch asks for per partition.", validator=at_least(0))

@@ -52,9 +52,11 @@ def test_an_expansion_written_while_the_leader_waited_is_counted_before_acks_all
 
         frozen: list[Any] = []
         try:
-            # B falls behind and A takes it out of the ISR.
+            # B falls behind and A takes it out of the ISR. (With nothing written, B would stay at A's
+            # log end and in the ISR, as in Kafka, until its ZooKeeper session expired.)
             B.pause()
             frozen.append(B)
+            assert produce_once_hosted(A.bootstrap, topic, 0, build_batch([(None, b"m2")]), acks=1).error_code == 0
             wait_until(lambda: isr() == sorted([a, c]), 60, "ISR [A, C] with B frozen")
 
             # The controller is frozen, B catches up and A proposes [A, B, C]; B falls behind again at
@@ -76,19 +78,19 @@ def test_an_expansion_written_while_the_leader_waited_is_counted_before_acks_all
             written = f"ISR of {topic}-0 is now {sorted([a, b, c])}"
             wait_until(lambda: written in C.log_text()[mark_c:], 60, "the controller writing the ISR [A, B, C]")
 
-            # With B still frozen, an acks=all record is acknowledged only once B is not in ZooKeeper's ISR
+            # With B still frozen, an acks=all record (m3) is acknowledged only once B is not in ZooKeeper's ISR
             # (A shrinks it out after replica.lag.time.max.ms), or once B has it.
             with RawClient(A.bootstrap) as raw:
-                r = raw.produce(topic, 0, build_batch([(None, b"m2")]), acks=-1)
-            assert r.error_code == 0, f"acks=all produce of m2: error {r.error_code}"
+                r = raw.produce(topic, 0, build_batch([(None, b"m3")]), acks=-1)
+            assert r.error_code == 0, f"acks=all produce of m3: error {r.error_code}"
             in_sync = isr()
-            assert b not in in_sync or b"m2" in disk_values(B, topic), (
-                f"m2 acknowledged while ZooKeeper lists B (broker {b}) in the ISR {in_sync} and B's log lacks it")
+            assert b not in in_sync or b"m3" in disk_values(B, topic), (
+                f"m3 acknowledged while ZooKeeper lists B (broker {b}) in the ISR {in_sync} and B's log lacks it")
         finally:
             for broker in frozen:
                 broker.resume()
-        # B comes back and catches up: all three end with both records.
+        # B comes back and catches up: all three end with the three records.
         wait_until(lambda: isr() == sorted([a, b, c]), 60, "B back in the ISR")
         for broker in (A, B, C):
-            wait_until(lambda broker=broker: disk_values(broker, topic) == [b"m1", b"m2"], 60,
-                       f"broker {broker.broker_id} holding m1 and m2")
+            wait_until(lambda broker=broker: disk_values(broker, topic) == [b"m1", b"m2", b"m3"], 60,
+                       f"broker {broker.broker_id} holding m1, m2 and m3")

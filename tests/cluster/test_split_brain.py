@@ -14,6 +14,7 @@ import pytest
 
 from protocol.api_versions import ApiKey
 from protocol.messages import request_type
+from protocol.records import build_batch
 from tests.cluster.helpers import Admin, RawClient, ZkView, unique, wait_until
 
 
@@ -64,9 +65,16 @@ def test_frozen_controller_is_fenced_after_thaw(cluster3: Callable[..., Any]) ->
                            "a new controller")[0]
             new_epoch = zk.controller_epoch()
             assert new_epoch > old_epoch
-            wait_until(lambda: all(s.leader not in (c, -1) and c not in s.isr
-                                   for s in _states(zk, [base, fresh], 3).values()), 60,
-                       "every partition led without C and C out of every ISR")
+            wait_until(lambda: all(s.leader not in (c, -1) for s in _states(zk, [base, fresh], 3).values()), 60,
+                       "every partition led without C")
+            # A partition that C only followed keeps C in its ISR while nothing is written to it: as in
+            # Kafka (Replica.isCaughtUp), a follower at the leader's log end is in sync. A record to
+            # each partition leaves C behind, and the leaders shrink it out.
+            for t in (base, fresh):
+                for p in range(3):
+                    _write_one(cluster, zk, t, p)
+            wait_until(lambda: all(c not in s.isr for s in _states(zk, [base, fresh], 3).values()), 60,
+                       "C out of every ISR")
             wait_until(lambda: _metadata_controller(R) == d and _metadata_controller(cluster.brokers[other]) == d,
                        30, f"brokers {r} and {other} following controller {d}")
             before = _states(zk, [base, fresh], 3)
@@ -95,6 +103,18 @@ def test_frozen_controller_is_fenced_after_thaw(cluster3: Callable[..., Any]) ->
         for b in (r, other):
             assert "refusing a request from controller" not in cluster.brokers[b].log_text()[marks[b]:].replace(
                 stale, ""), "a request from the current controller was refused"
+
+
+def _write_one(cluster: Any, zk: ZkView, topic: str, partition: int) -> None:
+    """One record (acks=1) to the partition's current leader, as ZooKeeper names it."""
+    def attempt() -> bool:
+        leader = zk.state(topic, partition).leader
+        try:
+            with RawClient(cluster.brokers[leader].bootstrap, timeout=5) as raw:
+                return raw.produce(topic, partition, build_batch([(None, b"x")]), acks=1).error_code == 0
+        except (OSError, ConnectionError):
+            return False
+    wait_until(attempt, 60, f"a record written to {topic}-{partition}")
 
 
 def _create_topic(raw: RawClient, name: str) -> None:
