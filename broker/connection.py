@@ -201,6 +201,9 @@ class Connection:
         self._held_flush: asyncio.Handle | None = None
         self._held_writer: asyncio.Task[None] | None = None
         self._yielding = False  # this task gave the loop a turn for fairness only: it is not waiting
+        # The socket watched for room to write, across the waits of one send (_writable).
+        self._writer_armed = False
+        self._write_waiter: asyncio.Future[None] | None = None
 
     def throttle(self, throttle_ms: int) -> None:
         """Mute the channel for ``throttle_ms`` after the current response (quota enforcement)."""
@@ -337,16 +340,29 @@ class Connection:
     # -- writing ------------------------------------------------------------------------------------
 
     async def _writable(self) -> None:
-        fut: asyncio.Future[None] = self.loop.create_future()
-
-        def ready() -> None:
-            if not fut.done():
-                fut.set_result(None)
-
-        self.loop.add_writer(self.fd, ready)
+        """Until the socket has room again. The watch stays registered across the waits of one send
+        (a 1 MiB fetch answer fills a 100 KiB send buffer several times over); the send ends it with
+        _disarm_writer. Adding and removing it for each wait cost two epoll_ctl calls a wait."""
+        fut = self._write_waiter = self.loop.create_future()
+        if not self._writer_armed:
+            self._writer_armed = True
+            self.loop.add_writer(self.fd, self._socket_writable)
         try:
             await fut
         finally:
+            self._write_waiter = None
+
+    def _socket_writable(self) -> None:
+        fut = self._write_waiter
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+            return
+        # Writable while nobody waits: epoll is level-triggered, so the watch goes.
+        self._disarm_writer()
+
+    def _disarm_writer(self) -> None:
+        if self._writer_armed:
+            self._writer_armed = False
             self.loop.remove_writer(self.fd)
 
     async def write_parts(self, parts: Parts) -> None:
@@ -377,35 +393,45 @@ class Connection:
     async def _send_bytes(self, chunks: list[bytes | bytearray | memoryview], *, more: bool = False) -> None:
         data = memoryview(b"".join(chunks)) if len(chunks) > 1 else memoryview(chunks[0]).cast("B")
         flags = socket.MSG_MORE if more else 0
-        while data:
-            try:
-                n = self.sock.send(data, flags)
-            except BlockingIOError:
-                await self._writable()
-                continue
-            except (ConnectionError, OSError) as e:
-                raise ConnectionClosed(str(e)) from None
-            self.stats.bytes_out += n
-            data = data[n:]
+        try:
+            while data:
+                try:
+                    n = self.sock.send(data, flags)
+                except BlockingIOError:
+                    await self._writable()
+                    continue
+                except (ConnectionError, OSError) as e:
+                    raise ConnectionClosed(str(e)) from None
+                self.stats.bytes_out += n
+                data = data[n:]
+        finally:
+            self._disarm_writer()
 
     async def _sendfile(self, region: FileRegion) -> None:
         offset, remaining = region.position, region.length
-        while remaining > 0:
-            try:
-                n = os.sendfile(self.fd, region.fd, offset, remaining)
-            except BlockingIOError:
-                await self._writable()
-                continue
-            except (ConnectionError, OSError) as e:
-                raise ConnectionClosed(str(e)) from None
-            if n == 0:
-                # The file is shorter than the region (truncated underneath us): the response
-                # length is already on the wire, so the only safe move is to drop the connection.
-                raise ConnectionClosed("segment shrank during sendfile")
-            offset += n
-            remaining -= n
-            self.stats.bytes_out += n
-            self.stats.sendfile_bytes += n
+        try:
+            while remaining > 0:
+                try:
+                    n = os.sendfile(self.fd, region.fd, offset, remaining)
+                except BlockingIOError:
+                    await self._writable()
+                    continue
+                except (ConnectionError, OSError) as e:
+                    raise ConnectionClosed(str(e)) from None
+                if n == 0:
+                    # The file is shorter than the region (truncated underneath us): the response
+                    # length is already on the wire, so the only safe move is to drop the connection.
+                    raise ConnectionClosed("segment shrank during sendfile")
+                offset += n
+                remaining -= n
+                self.stats.bytes_out += n
+                self.stats.sendfile_bytes += n
+                if remaining > 0:
+                    # A short write: the send buffer is full, and another call now would only fail
+                    # with EAGAIN. The loop says when the peer has read enough to make room.
+                    await self._writable()
+        finally:
+            self._disarm_writer()
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -780,6 +806,7 @@ class Connection:
         if not self.closed:
             self.closed = True
             self._disarm_reader()
+            self._disarm_writer()
             try:
                 self.sock.close()
             except OSError:
