@@ -17,6 +17,7 @@ from collections.abc import Callable
 import uvloop
 
 from broker.connection import Connection
+from tests.broker.loop_watches import CountingLoopWatches
 
 
 class CountingSocket(socket.socket):
@@ -121,33 +122,12 @@ def test_a_waiting_request_costs_one_receive() -> None:
     assert broker_side.receives < 1.5 * len(frames), broker_side.receives
 
 
-class _CountingLoopReaders:
-    """Counts the loop's add_reader / remove_reader calls for one descriptor."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        self.added = self.removed = 0
-        real_add, real_remove = loop.add_reader, loop.remove_reader
-
-        def add_reader(fd_: int, callback: Callable[..., object], *args: object) -> None:
-            if fd_ == fd:
-                self.added += 1
-            real_add(fd_, callback, *args)
-
-        def remove_reader(fd_: int) -> bool:
-            if fd_ == fd:
-                self.removed += 1
-            return real_remove(fd_)
-
-        loop.add_reader = add_reader  # type: ignore[method-assign]
-        loop.remove_reader = remove_reader  # type: ignore[method-assign]
-
-
 def test_a_client_that_waits_for_each_answer_keeps_the_registration() -> None:
     async def main() -> None:
         client, broker_side = _connected_pair()
         client.setblocking(False)
         loop = asyncio.get_running_loop()
-        readers = _CountingLoopReaders(loop, broker_side.fileno())
+        readers = CountingLoopWatches(loop, broker_side.fileno(), "reader")
 
         async def handler(conn: Connection, frame: memoryview) -> list[bytes]:
             return [struct.pack(">i", len(frame)) + bytes(frame)]

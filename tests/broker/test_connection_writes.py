@@ -12,38 +12,17 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Callable
 
 import pytest
 import uvloop
 
 from broker.connection import Connection
 from protocol.schema import FileRegion
+from tests.broker.loop_watches import CountingLoopWatches
 
 SEND_BUFFER = 100 * 1024  # Kafka's socket.send.buffer.bytes
 ANSWER = 1024 * 1024
 REQUESTS = 8
-
-
-class _CountingLoopWriters:
-    """Counts the loop's add_writer / remove_writer calls for one descriptor."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        self.added = self.removed = 0
-        real_add, real_remove = loop.add_writer, loop.remove_writer
-
-        def add_writer(fd_: int, callback: Callable[..., object], *args: object) -> None:
-            if fd_ == fd:
-                self.added += 1
-            real_add(fd_, callback, *args)
-
-        def remove_writer(fd_: int) -> bool:
-            if fd_ == fd:
-                self.removed += 1
-            return real_remove(fd_)
-
-        loop.add_writer = add_writer  # type: ignore[method-assign]
-        loop.remove_writer = remove_writer  # type: ignore[method-assign]
 
 
 def test_a_large_file_answer_waits_for_room_and_keeps_its_registration(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,7 +49,7 @@ def test_a_large_file_answer_waits_for_room_and_keeps_its_registration(monkeypat
             accepted.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             accepted.setblocking(False)
             loop = asyncio.get_running_loop()
-            writers = _CountingLoopWriters(loop, accepted.fileno())
+            writers = CountingLoopWatches(loop, accepted.fileno(), "writer")
 
             async def handler(conn: Connection, frame: memoryview) -> list[object]:
                 return [struct.pack(">i", ANSWER), FileRegion(f.fileno(), 0, ANSWER)]
