@@ -13,8 +13,9 @@ load on the machine falls on both alike. Records are 100 bytes. The clients:
 
 Phase 1, one broker each: produce acks=1 and acks=all on 1 and on 1,000 partitions, consume, the
 librdkafka producer and consumer, and end-to-end latency (acks=1, acks=all). Both consumers read three
-runs' worth of records from the one-partition topic, which the produce cases before them have filled;
-the librdkafka consumer with ``fetch.queue.backoff.ms`` 10 (``rdkafka_consume``). Phase 2, three brokers
+runs' worth of records from a one-partition topic that ProducerPerformance fills before the warm-up, in
+batches alike on both systems (``CONSUME_TOPIC``); the librdkafka consumer with ``fetch.queue.backoff.ms``
+10 (``rdkafka_consume``). Phase 2, three brokers
 each: produce to a topic of RF=1 with acks=1 and to one of RF=3, min.insync.replicas=2 with acks=all
 (3 partitions each, so every broker leads one), with both clients, acks=all end-to-end latency on
 RF=3, and a group member's synchronous offset commits to the 3-replica __consumer_offsets while
@@ -296,11 +297,17 @@ def _java_produce(topic: str, acks: str) -> Callable[[System, Scale], Measuremen
     return run
 
 
-# The consumers read the 1-partition topic three runs' worth at a time: by the first consume (the
-# warm-up's), the three produce cases before it have written that many. Read for a single run's worth,
-# 1,000,000 records take the Java consumer under a second, much of it while its JIT still compiles the
-# fetch path, and its runs against the same broker spread by 2x (BENCHMARKS.md, thirty-fourth invocation).
+# The consumers read three runs' worth at a time. Read for a single run's worth, 1,000,000 records take
+# the Java consumer under a second, much of it while its JIT still compiles the fetch path, and its runs
+# against the same broker spread by 2x (BENCHMARKS.md, thirty-fourth invocation).
 CONSUME_RUNS_WORTH = 3
+# What they read is written before the warm-up by ProducerPerformance, whose batches under full load are
+# all full (16,277 bytes of 100-byte records), so both systems serve the same bytes in the same batches.
+# The produce cases' topic does not: librdkafka's batches (up to 1 MB) are as large as the records that
+# queue while a produce request is out, which depends on the broker, and how many of them fit in a
+# 1 MiB fetch set the number of fetches (366 against 353 for the same 3,000,000 records in one run;
+# BENCHMARKS.md, thirty-sixth invocation).
+CONSUME_TOPIC = "consume"
 
 
 def _java_consume(topic: str, runs_worth: int = 1) -> Callable[[System, Scale], Measurement]:
@@ -371,15 +378,16 @@ def _commits_under_load(load_topic: str, probe_topic: str, throughput: int = -1
     return run
 
 
-SINGLE_TOPICS = {"p1": (1, 1, {}), "p1000": (1000, 1, {}), "e2e": (1, 1, {})}
+SINGLE_TOPICS = {"p1": (1, 1, {}), "p1000": (1000, 1, {}), "e2e": (1, 1, {}), CONSUME_TOPIC: (1, 1, {})}
+SINGLE_PREFILL = {CONSUME_TOPIC: CONSUME_RUNS_WORTH}  # topic: runs' worth of records written before the warm-up
 SINGLE_CASES = [
     Case("produce acks=1, 1 partition", "throughput", _java_produce("p1", "1")),
     Case("produce acks=all, 1 partition", "throughput", _java_produce("p1", "all")),
     Case("produce acks=1, 1,000 partitions", "throughput", _java_produce("p1000", "1")),
     Case("produce acks=all, 1,000 partitions", "throughput", _java_produce("p1000", "all")),
     Case("librdkafka produce acks=1, 1 partition", "throughput", _rdkafka_produce("p1", "1")),
-    Case("consume, 1 partition", "throughput", _java_consume("p1", CONSUME_RUNS_WORTH)),
-    Case("librdkafka consume, 1 partition", "throughput", _rdkafka_consume("p1", CONSUME_RUNS_WORTH)),
+    Case("consume, 1 partition", "throughput", _java_consume(CONSUME_TOPIC, CONSUME_RUNS_WORTH)),
+    Case("librdkafka consume, 1 partition", "throughput", _rdkafka_consume(CONSUME_TOPIC, CONSUME_RUNS_WORTH)),
     Case("end-to-end latency acks=1", "latency", _latency("e2e", "1")),
     Case("end-to-end latency acks=all", "latency", _latency("e2e", "all")),
 ]
@@ -453,7 +461,9 @@ def describe(m: Measurement, kind: str) -> str:
 
 
 def run_phase(title: str, n: int, topics: dict[str, tuple[int, int, dict[str, str]]], cases: list[Case],
-              scale: Scale, results: Results) -> None:
+              scale: Scale, results: Results, prefill: dict[str, int] | None = None) -> None:
+    """``prefill``: topics written by ProducerPerformance (acks=1) before the warm-up, each with that many
+    runs' worth of records, for the cases that read them."""
     print(f"\n## {title}", flush=True)
     with side_by_side(n) as systems:
         for s in systems:
@@ -462,6 +472,12 @@ def run_phase(title: str, n: int, topics: dict[str, tuple[int, int, dict[str, st
                 bu.create_topic(s.bootstrap, topic, partitions, rf, configs)
             print(f"  {s.name}: {s.bootstrap}, broker pids {s.pids}, topics {', '.join(topics)} created and in "
                   f"sync in {time.monotonic() - started:.1f} s", flush=True)
+            for topic, runs_worth in (prefill or {}).items():
+                started = time.monotonic()
+                bu.producer_performance(s.bootstrap, topic, scale.records * runs_worth, RECORD_SIZE, "1",
+                                        PRODUCER_PROPS)
+                print(f"  {s.name}: {scale.records * runs_worth:,} records written to {topic} in "
+                      f"{time.monotonic() - started:.1f} s, for the cases that read it", flush=True)
         width = max(len(c.name) for c in cases)
         warm = scale.warm_up()
         print(f"  warm-up, one run of each case, not counted ({warm.records:,} records, {warm.latency_messages:,} "
@@ -597,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
     results = Results()
     if "single" in phases:
-        run_phase("one broker each", 1, SINGLE_TOPICS, SINGLE_CASES, scale, results)
+        run_phase("one broker each", 1, SINGLE_TOPICS, SINGLE_CASES, scale, results, SINGLE_PREFILL)
     if "replicated" in phases:
         run_phase("three brokers each, same ZooKeeper", 3, REPLICATED_TOPICS, REPLICATED_CASES, scale, results)
     report(results, phases, commit, load_before)
