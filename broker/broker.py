@@ -184,6 +184,7 @@ class Broker:
             retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
             flush_offset_checkpoint_interval_ms=cfg.get("log.flush.offset.checkpoint.interval.ms"),
             flush_start_offset_checkpoint_interval_ms=cfg.get("log.flush.start.offset.checkpoint.interval.ms"),
+            high_watermark_checkpoint_interval_ms=cfg.get("replica.high.watermark.checkpoint.interval.ms"),
             recovery_threads=cfg.get("num.recovery.threads.per.data.dir"), after_many_logs=freeze_after_many_logs)
         await self.loop.run_in_executor(None, self.log_manager.startup)  # type: ignore[union-attr]
         if cfg.get("log.cleaner.enable"):

@@ -161,6 +161,7 @@ class LogManager:
         retention_check_interval_ms: int = 300_000,
         flush_offset_checkpoint_interval_ms: int = 60_000,
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
+        high_watermark_checkpoint_interval_ms: int = 5_000,
         recovery_threads: int = LOAD_THREADS,
         after_many_logs: Callable[[int], None] | None = None,
     ) -> None:
@@ -174,6 +175,10 @@ class LogManager:
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_offset_checkpoint_interval_ms = flush_offset_checkpoint_interval_ms
         self.flush_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
+        self.high_watermark_checkpoint_interval_ms = high_watermark_checkpoint_interval_ms
+        # What each dir's replication-offset-checkpoint last held, for the periodic write to skip a dir
+        # where no HW moved.
+        self._hws_written: dict[str, dict[TopicPartition, int]] = {}
         self.recovery_threads = max(1, recovery_threads)
         # Told how many logs were loaded at start-up, or created in one batch: the process decides what
         # to do about a heap that just grew by that many long-lived objects (broker/heap.py).
@@ -200,6 +205,7 @@ class LogManager:
         self._next_retention = t + retention_check_interval_ms
         self._next_recovery_checkpoint = t + flush_offset_checkpoint_interval_ms
         self._next_start_checkpoint = t + flush_start_offset_checkpoint_interval_ms
+        self._next_hw_checkpoint = t + high_watermark_checkpoint_interval_ms
         self._started = False
         # Kafka's LogFlushStats LogFlushRateAndTimeMs, read by the broker's metrics: (monotonic time,
         # milliseconds) of the most recent periodic flushes (a bounded deque: O(1) per flush), and totals.
@@ -743,14 +749,21 @@ class LogManager:
                 out[d][tp] = value(lg)
         return out
 
-    def _write_checkpoints(self, name: str, value: Callable[[PartitionLog], int], only: str | None = None) -> None:
+    def _write_checkpoints(self, name: str, value: Callable[[PartitionLog], int], only: str | None = None,
+                           last_written: dict[str, dict[TopicPartition, int]] | None = None) -> None:
+        """``last_written``: what each dir's file was last written with, kept up to date here; a dir whose
+        offsets are all the same is skipped (its file would be rewritten byte for byte)."""
         for d, offsets in self._offsets_by_dir(value).items():
             if only is not None and d != only:
+                continue
+            if last_written is not None and last_written.get(d) == offsets:
                 continue
             for attempt in (1, 2):
                 try:
                     with self._guard(d):
                         OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
+                    if last_written is not None:
+                        last_written[d] = offsets
                     break
                 except KafkaStorageError as e:
                     if attempt == 1 and is_out_of_descriptors(e.__cause__ or e):
@@ -764,8 +777,13 @@ class LogManager:
     def checkpoint_log_start_offsets(self) -> None:
         self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
 
-    def checkpoint_high_watermarks(self) -> None:
-        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
+    def checkpoint_high_watermarks(self, *, skip_unchanged: bool = False) -> None:
+        """Write each online dir's replication-offset-checkpoint; ``skip_unchanged``: not where every HW is
+        what that dir's file was last written with."""
+        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark,
+                                last_written=self._hws_written if skip_unchanged else None)
+        if not skip_unchanged:
+            self._hws_written.clear()  # written in full: the next periodic write compares afresh
 
     def cleaner_offsets(self, log_dir: str) -> dict[TopicPartition, int]:
         return self._read_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT)
@@ -822,6 +840,11 @@ class LogManager:
         if t >= self._next_start_checkpoint:
             self._next_start_checkpoint = t + self.flush_start_offset_checkpoint_interval_ms
             self.checkpoint_log_start_offsets()
+        if t >= self._next_hw_checkpoint:
+            # Kafka's ReplicaManager writes it every replica.high.watermark.checkpoint.interval.ms, so a
+            # broker restarted after a crash starts from a HW at most that old, not the last clean stop's.
+            self._next_hw_checkpoint = t + self.high_watermark_checkpoint_interval_ms
+            self.checkpoint_high_watermarks(skip_unchanged=True)
         due = [p for when, p in self._pending_dir_deletes if when <= t]
         self._pending_dir_deletes = [(w, p) for w, p in self._pending_dir_deletes if w > t]
         for path in due:

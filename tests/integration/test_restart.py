@@ -4,6 +4,7 @@ resumes where it committed, and only the uncommitted tail is read twice."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -91,3 +92,36 @@ def test_group_resumes_from_committed_offsets_after_broker_restarts(cluster_fact
     assert {p: c3.committed(TopicPartition(topic, p)) for p in range(nparts)} == {p: 40 for p in range(nparts)}
     assert _take(c3, 1, timeout=3) == [], "nothing left to read for the group"
     c3.close(autocommit=False)
+
+
+def test_high_watermarks_checkpointed_while_the_broker_runs(cluster_factory: Any) -> None:
+    """replication-offset-checkpoint is written every replica.high.watermark.checkpoint.interval.ms, as
+    Kafka's ReplicaManager does, so a crashed broker leaves HWs behind that are at most that old."""
+    cluster = cluster_factory(1, overrides={"replica.high.watermark.checkpoint.interval.ms": "300"})
+    broker = cluster.brokers[0]
+    topic = unique("hw-checkpoint")
+    create_topic(cluster.bootstrap, topic, partitions=1)
+    checkpoint = Path(broker.props["log.dirs"]) / "replication-offset-checkpoint"
+
+    def checkpointed_hw() -> int | None:
+        if not checkpoint.exists():
+            return None
+        lines = checkpoint.read_text().splitlines()
+        hws = {(t, int(p)): int(o) for t, p, o in (line.split() for line in lines[2:])}
+        return hws.get((topic, 0))
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(25):
+        producer.send(topic, value=b"v%d" % i, partition=0)
+    producer.flush(10)
+    wait_until(lambda: checkpointed_hw() == 25, 30, lambda: f"HW 25 checkpointed (file says {checkpointed_hw()})")
+    for i in range(5):
+        producer.send(topic, value=b"w%d" % i, partition=0)
+    producer.flush(10)
+    producer.close(5)
+    wait_until(lambda: checkpointed_hw() == 30, 30, lambda: f"HW 30 checkpointed (file says {checkpointed_hw()})")
+    broker.kill()  # no clean stop, which writes every checkpoint: the file is what the periodic write left
+    assert checkpointed_hw() == 30
+    broker.start()
+    with RawClient(cluster.bootstrap) as raw:
+        wait_until(lambda: raw.leaders(topic) == 1, 30, "the partition led after the restart")

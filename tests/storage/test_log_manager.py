@@ -153,3 +153,38 @@ def test_delete_log_renames_then_removes(tmp_path):
     lm.tick()
     assert not any(n.startswith("gone-0") for n in os.listdir(tmp_path / "d1"))
     lm.shutdown()
+
+
+def test_high_watermarks_checkpointed_every_interval_without_a_clean_stop(tmp_path):
+    """Kafka's ReplicaManager writes replication-offset-checkpoint every
+    replica.high.watermark.checkpoint.interval.ms: a broker killed without a clean stop restarts from a
+    HW at most that old."""
+    now = [1_000_000]
+    d = tmp_path / "d1"
+    lm = make_manager([d], clock=lambda: now[0], high_watermark_checkpoint_interval_ms=5_000)
+    lg = lm.get_or_create_log("hw", 0)
+    for j in range(5):
+        lg.append(kv_batch([(b"k", b"v%d" % j)]))
+    lg.high_watermark = 4
+    checkpoint = d / "replication-offset-checkpoint"
+    now[0] += 4_999
+    lm.tick()
+    assert not checkpoint.exists()  # not due yet
+    now[0] += 1
+    lm.tick()
+    assert "hw 0 4\n" in checkpoint.read_text()
+    lg.high_watermark = 5
+    now[0] += 5_000
+    lm.tick()
+    assert "hw 0 5\n" in checkpoint.read_text()
+    # Nothing moved: the periodic write leaves the file alone.
+    mtime = checkpoint.stat().st_mtime_ns
+    os.utime(checkpoint, ns=(mtime - 10**9, mtime - 10**9))
+    now[0] += 5_000
+    lm.tick()
+    assert checkpoint.stat().st_mtime_ns == mtime - 10**9
+    # No shutdown (as after SIGKILL): a new manager reads the periodic checkpoint.
+    lm2 = make_manager([tmp_path / "d1"])
+    assert lm2.had_clean_shutdown == {str(d): False}
+    assert lm2.get_log("hw", 0).high_watermark == 5
+    lm2.shutdown()
