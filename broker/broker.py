@@ -25,6 +25,7 @@ from typing import Any
 from broker.config_changes import ConfigChangeListener, load_topic_overrides
 from broker.connection import Connection, ConnectionStats, limited_log
 from broker.connection_quotas import ConnectionQuotas, TooManyConnections, limits_from, normalise_ip
+from broker.connection_rate_quotas import ConnectionRateQuotas, IpQuotaConfigCache
 from broker.heap import freeze_after_many_logs
 from broker.kafka_apis import KafkaApis
 from broker.listeners import Endpoint, inter_broker_and_control_plane, parse_listeners, parse_protocol_map
@@ -76,6 +77,11 @@ class Broker:
         self.sasl = BrokerSasl(lambda: self.config, self.listeners)
         self.connection_quotas = ConnectionQuotas(limits_from(config.get), self.inter_broker_listener,
                                                   [e.name for e in self.listeners])
+        # KIP-612: max.connection.creation.rate, and connection_creation_rate per IP (from ZooKeeper).
+        self.connection_rates = ConnectionRateQuotas(config.get("max.connection.creation.rate"),
+                                                     config.get("quota.window.num"),
+                                                     config.get("quota.window.size.seconds"))
+        self._throttled_sockets: set[socket.socket] = set()  # over their IP's rate: held, then closed
         # Requests read but not answered: Kafka's data-plane queue, and the control plane's own.
         self.request_permits = RequestPermits(config.get("queued.max.requests"),
                                               config.get("queued.max.request.bytes"))
@@ -174,6 +180,7 @@ class Broker:
         from broker.quota import start_client_quotas
 
         await start_client_quotas(self.apis, cfg.get, self.zk, self.zk_call, self.config_changes)
+        await IpQuotaConfigCache(self.connection_rates, self.zk, self.zk_call).start(self.config_changes)
         self.log_dir_failure = LogDirFailureHandler(
             self.broker_id, list(cfg.log_dir_list), lambda: self.log_manager.online_dirs if self.log_manager else [],
             self.zk_call, self.zk)
@@ -296,9 +303,11 @@ class Broker:
                 log.error("listener %s keeps its current SSL context: %s", listener_tls.listener, e)
 
     async def _reconfigure_connection_quotas(self) -> None:
-        """max.connections, max.connections.per.ip(.overrides) apply to the next connections at once."""
+        """max.connections, max.connections.per.ip(.overrides) and max.connection.creation.rate apply to
+        the next connections at once."""
         assert self.loop is not None
         config = self.config
+        self.connection_rates.set_broker_limit(config.get("max.connection.creation.rate"))
         try:
             # Host names in the overrides are resolved, off the loop (DNS may be slow).
             limits = await self.loop.run_in_executor(None, limits_from, config.get)
@@ -359,6 +368,7 @@ class Broker:
         rcvbuf = self.config.get("socket.receive.buffer.bytes")
         sndbuf = self.config.get("socket.send.buffer.bytes")
         quotas = self.connection_quotas
+        rates = self.connection_rates
         permits = self.control_plane_permits if listener == self.control_plane_listener else self.request_permits
         while True:
             try:
@@ -368,6 +378,26 @@ class Broker:
             except (OSError, asyncio.CancelledError):
                 return
             ip = normalise_ip(addr[0], lambda h: h)
+            protected = quotas.protected(listener)
+            delay_ms = rates.record_connection(listener, protected)
+            if delay_ms:
+                # Over max.connection.creation.rate: this listener accepts nothing more until the rate
+                # is back at the limit, and then serves the connection it holds (Kafka's acceptor waits).
+                try:
+                    await asyncio.sleep(delay_ms / 1000.0)
+                except asyncio.CancelledError:
+                    sock.close()
+                    return
+            hold_ms = rates.record_ip_connection(listener, protected, ip)
+            if hold_ms:
+                # Over its address's connection_creation_rate: never served, closed once the throttle
+                # time is over (Kafka's delayed close), so that a client reconnecting in a loop slows down.
+                limited_log.log(logging.INFO, "connection_creation_rate",
+                                "Throttling connection from %s for %d ms: over its connection_creation_rate of %d",
+                                ip, hold_ms, rates.ip_limit(ip))
+                self._throttled_sockets.add(sock)
+                self.loop.call_later(hold_ms / 1000.0, self._close_throttled, sock)
+                continue
             try:
                 quotas.inc(listener, ip)
             except TooManyConnections as e:
@@ -394,6 +424,11 @@ class Broker:
             task.add_done_callback(functools.partial(self._connection_gone_callback, conn))
             if quotas.max_connections_exceeded() and quotas.protected(listener):
                 self._close_lru_connection()
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        if sock in self._throttled_sockets:
+            self._throttled_sockets.discard(sock)
+            sock.close()
 
     def _connection_gone_callback(self, conn: Connection, _task: asyncio.Future[None]) -> None:
         self._connection_gone(conn)
@@ -484,6 +519,8 @@ class Broker:
             await asyncio.sleep(0.05)
         for c in list(self.connections):
             c.close()
+        for sock in list(self._throttled_sockets):
+            self._close_throttled(sock)
         for t in self._tasks:
             t.cancel()
         # Each step is on its own: one that fails must not keep the logs from closing cleanly.

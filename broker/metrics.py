@@ -51,6 +51,7 @@ from broker.security.sasl_server import SaslStats
 if TYPE_CHECKING:
     from broker.connection import Connection, ConnectionStats
     from broker.connection_quotas import ConnectionQuotas
+    from broker.connection_rate_quotas import ConnectionRateQuotas
     from broker.kafka_apis import KafkaApis
     from broker.metadata_cache import MetadataCache
     from broker.replica_manager import ReplicaManager
@@ -97,6 +98,8 @@ class MetricsSource(Protocol):
     def expired_connections_killed(self) -> int: ...
     @property
     def connection_quotas(self) -> ConnectionQuotas: ...
+    @property
+    def connection_rates(self) -> ConnectionRateQuotas: ...
     @property
     def request_permits(self) -> RequestPermits: ...
     @property
@@ -493,6 +496,23 @@ class BrokerCollector:
         for name in sorted(q.accept_blocked):
             blocked.add_metric([name], q.accept_blocked[name])
         out.append(blocked)
+        rates = b.connection_rates
+        throttled = CounterMetricFamily(
+            "kafka_network_acceptor_throttled",
+            "Connections held back by a connection creation rate quota (KIP-612), by the quota: the acceptor "
+            "waited (max.connection.creation.rate) or the connection was closed unserved (connection_creation_rate).",
+            labels=["listener", "quota"])
+        throttle_ms = CounterMetricFamily(
+            "kafka_network_acceptor_throttle_time_ms",
+            "Milliseconds of those throttles (Kafka's connection-accept-throttle-time and "
+            "ip-connection-accept-throttle-time, summed).", labels=["listener", "quota"])
+        for name in sorted(q.listener_counts):
+            for quota, counts, times in (("max.connection.creation.rate", rates.accept_throttled,
+                                          rates.accept_throttle_ms),
+                                         ("connection_creation_rate", rates.ip_throttled, rates.ip_throttle_ms)):
+                throttled.add_metric([name, quota], counts.get(name, 0))
+                throttle_ms.add_metric([name, quota], times.get(name, 0))
+        out += [throttled, throttle_ms]
         out.append(CounterMetricFamily("kafka_network_socketserver_invalidrequests",
                                        "Connections closed because a request could not be decoded.",
                                        value=b.stats.closed_invalid_request))

@@ -1,7 +1,9 @@
 """Bounded resources per client, over real sockets against real broker processes.
 
 max.connections.per.ip (and its overrides, changed at run time through IncrementalAlterConfigs and the
-CLI), max.connections, connections.max.idle.ms, socket.request.max.bytes and queued.max.requests.
+CLI), max.connections, the connection creation rates of KIP-612 (max.connection.creation.rate and IP
+connection_creation_rate quotas, set with Kafka's own kafka-configs), connections.max.idle.ms,
+socket.request.max.bytes and queued.max.requests.
 Test clients connect from 127.0.0.2 (any 127/8 address is loopback on Linux), so the per-address
 counts are ours alone: the broker's own controller and replica connections come from 127.0.0.1.
 """
@@ -20,6 +22,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from protocol.api_versions import ApiKey
 from protocol.messages import decode_response, encode_request, new_request, request_type
+from tests.benchmark_clients_support import java_tool
 from tests.conftest import attach_cluster, shared_cluster
 from tests.integration.helpers import RawClient, create_topic, unique, wait_until
 from tests.ops.helpers import fails, ok
@@ -176,6 +179,75 @@ def test_max_connections_blocks_the_acceptor_until_one_closes(cluster_factory: C
         for c in clients:
             c.close()
         alter_broker_config(b.bootstrap, "0", {"max.connections": "2147483647"})
+
+
+# ------------------------------------------------------------------------------------------------
+# Connection creation rates (KIP-612)
+
+
+def kafka_configs(bootstrap: str, *args: str) -> str:
+    """Apache Kafka 3.9.1's kafka-configs.sh (kafka.admin.ConfigCommand), from its jars."""
+    return java_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args)
+
+
+def test_ip_connection_creation_rate_closes_connections_past_it_unserved(cluster_factory: Callable[..., Any]) -> None:
+    cluster = cluster_factory(1)
+    b = cluster.brokers[0]
+    kafka_configs(b.bootstrap, "--alter", "--entity-type", "ips", "--entity-name", CLIENT_IP,
+                  "--add-config", "connection_creation_rate=1")
+    assert "connection_creation_rate=1" in kafka_configs(b.bootstrap, "--describe", "--entity-type", "ips",
+                                                          "--entity-name", CLIENT_IP)
+    wait_until(lambda: f"max connection rate override for {CLIENT_IP} now 1" in b.log_text(), 30,
+               "the broker to apply the IP quota")
+    # One a second, measured over at least ten one-second samples: a burst of ten fits, the eleventh
+    # does not. It is held unread, then closed, and so are the next ones while the burst is in the window.
+    results = []
+    for _ in range(14):
+        c = Client(b.bootstrap)
+        results.append(served(c))
+        c.close()
+    assert results[:10] == [True] * 10, results
+    assert not all(results[10:]), f"no connection past the rate was throttled: {results}"
+    with RawClient(b.bootstrap) as other:  # 127.0.0.1 has no quota
+        other.request(ApiKey.API_VERSIONS, 3, client_software_name="limits", client_software_version="1")
+    throttled = 'kafka_network_acceptor_throttled_total{listener="PLAINTEXT",quota="connection_creation_rate"}'
+    assert metric(b.metrics_url, throttled) >= 1
+    # Removed, the address connects again at once.
+    kafka_configs(b.bootstrap, "--alter", "--entity-type", "ips", "--entity-name", CLIENT_IP,
+                  "--delete-config", "connection_creation_rate")
+    wait_until(lambda: f"max connection rate override for {CLIENT_IP} removed" in b.log_text(), 30,
+               "the broker to drop the IP quota")
+    clients = [Client(b.bootstrap) for _ in range(20)]
+    try:
+        assert all(served(c) for c in clients)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_max_connection_creation_rate_holds_accepts_but_serves_every_connection(
+        cluster_factory: Callable[..., Any]) -> None:
+    cluster = cluster_factory(1)
+    b = cluster.brokers[0]
+    kafka_configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+                  "--add-config", "max.connection.creation.rate=2")
+    wait_until(lambda: "max connection creation rate now 2 a second" in b.log_text(), 30,
+               "the broker to apply max.connection.creation.rate")
+    # Twenty in the first ten-second window fit (with the tool's own connections, a few less); past
+    # them the acceptor holds each new connection until the rate is back at 2, then serves it.
+    clients: list[Client] = []
+    try:
+        for _ in range(26):
+            c = Client(b.bootstrap)
+            clients.append(c)
+            assert served(c), f"connection {len(clients)} refused under max.connection.creation.rate"
+        for c in clients:  # and they all stay served
+            c.api_versions()
+        throttled = 'kafka_network_acceptor_throttled_total{listener="PLAINTEXT",quota="max.connection.creation.rate"}'
+        assert metric(b.metrics_url, throttled) >= 1
+    finally:
+        for c in clients:
+            c.close()
 
 
 # ------------------------------------------------------------------------------------------------
