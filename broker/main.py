@@ -42,6 +42,17 @@ def run_broker(config_path: str, overrides: list[str]) -> int:
         if BrokerConfig.listener_override_of(name) is not None:
             continue  # listener.name.<l>.ssl.* and the like: read per listener, not unknown
         log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+    from broker.broker_id import with_broker_id
+
+    try:
+        # broker.id=-1: the id of an earlier run (meta.properties), or a new one from ZooKeeper.
+        config = with_broker_id(config)
+    except ConfigError as e:
+        print(f"kafkette: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # ZooKeeper unreachable while generating an id
+        print(f"kafkette: could not get a broker id from ZooKeeper: {e}", file=sys.stderr)
+        return 1
     # Before any log is opened: the highest open files limit we may have, and a segment file cache
     # sized to it (one warning now when it is too small, rather than EMFILE somewhere later).
     from storage import fd_budget
