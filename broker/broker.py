@@ -201,7 +201,8 @@ class Broker:
             self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=cfg.get("log.cleaner.dedupe.buffer.size"),
                                       io_buffer_size=cfg.get("log.cleaner.io.buffer.size"),
                                       load_factor=cfg.get("log.cleaner.io.buffer.load.factor"),
-                                      backoff_ms=cfg.get("log.cleaner.backoff.ms"))
+                                      backoff_ms=cfg.get("log.cleaner.backoff.ms"),
+                                      max_io_bytes_per_second=cfg.get("log.cleaner.io.max.bytes.per.second"))
             self.cleaner.start()
         self.replica_manager = await build_components(self)
         # From here on a failed log dir is handled on the event loop (KIP-112: broker/log_dir_failure.py).
@@ -279,6 +280,11 @@ class Broker:
             for topic in {t for t, _ in self.replica_manager.partitions}:
                 self.replica_manager.on_topic_config_change(topic)
         await self._reconfigure_connection_quotas()
+        if self.cleaner is not None:
+            rate = self.config.get("log.cleaner.io.max.bytes.per.second")
+            if rate != self.cleaner.throttler.desired_rate_per_s:
+                log.info("log cleaner I/O now at most %s bytes a second", rate)
+                self.cleaner.throttler.desired_rate_per_s = rate
 
     def validate_dynamic_update(self, entity: str, configs: dict[str, str]) -> None:
         """Check that a dynamic config update (AlterConfigs for ``entity``: this broker's id or

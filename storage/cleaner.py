@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import struct
 import threading
 from collections.abc import Callable, Iterable
@@ -40,6 +41,7 @@ from storage.batch_headers import CONTROL_ABORT, BatchHeader, control_record
 from storage.errors import StorageError
 from storage.log import PartitionLog, cleanup_policies, config_value, now_ms
 from storage.segment import CLEANED_SUFFIX, INT32_MAX, LogSegment
+from storage.throttler import Throttler
 from storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -219,6 +221,7 @@ class LogCleaner:
         clock: Callable[[], int] = now_ms,
         backoff_ms: int = 15_000,
         checkpoints: CleanerCheckpoints | None = None,
+        max_io_bytes_per_second: float = math.inf,
     ) -> None:
         if callable(logs):
             self._logs = logs
@@ -235,6 +238,9 @@ class LogCleaner:
         self._offset_map: OffsetMap | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # log.cleaner.io.max.bytes.per.second over the reads and writes of a pass (Kafka's cleaner-io
+        # throttler, checked every 300 ms); a stop cuts a nap short.
+        self.throttler = Throttler(max_io_bytes_per_second, 300, sleep=self._stop.wait)
         self.last_stats: CleanStats | None = None
         # Kafka's LogCleanerManager in-progress states, reduced to what the broker needs: partitions
         # whose cleaning is paused (a replica moving between log dirs), and the one being cleaned.
@@ -441,6 +447,7 @@ class LogCleaner:
                     return reached
                 data = seg.read_bytes(h.position, h.size)
                 stats.bytes_read += len(data)
+                self.throttler.maybe_throttle(len(data))
                 for rec in BatchView(data).records():
                     stats.records_read += 1
                     if rec.key is not None and rec.offset >= start:
@@ -489,11 +496,13 @@ class LogCleaner:
                     max_ts, off_max = mts, omax
             dest.append(memoryview(out), last, max_ts, off_max)
             stats.bytes_written += len(out)
+            self.throttler.maybe_throttle(len(out))
             out.clear()
             out_info.clear()
 
         for h in source.headers():
             data = source.read_bytes(h.position, h.size)
+            self.throttler.maybe_throttle(len(data))
             kept = self._filter_batch(h, data, offset_map, end_offset, now, delete_retention_ms, tracker,
                                       last_batch_of_producer, stats)
             if kept is None:

@@ -156,3 +156,16 @@ def test_config_requests_are_checked_and_read_from_zookeeper(cluster_factory: An
         assert code == 40 and msg is not None and "Version 5.5 is not a valid version" in msg  # INVALID_CONFIG
     finally:
         admin.close()
+
+
+def test_cleaner_io_rate_is_a_dynamic_config_kafka_configs_sets(cluster_factory: Any) -> None:
+    """log.cleaner.io.max.bytes.per.second, set cluster-wide with Apache Kafka's own kafka-configs, reaches
+    the running cleaner's throttler (storage/throttler.py; its effect: tests/storage/test_cleaner.py)."""
+    from tests.benchmark_clients_support import java_tool
+
+    cluster = cluster_factory(1)
+    b = cluster.brokers[0]
+    java_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "brokers",
+              "--entity-default", "--add-config", "log.cleaner.io.max.bytes.per.second=1048576")
+    wait_until(lambda: "log cleaner I/O now at most 1048576.0 bytes a second" in b.log_text(), 30,
+               "the broker's cleaner to take the new rate")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 import tracemalloc
 
 import pytest
@@ -384,4 +385,59 @@ def test_a_pass_under_way_stops_at_the_next_segment_and_rolls_back(log_dir):
     assert cleaner.clean_once() is None
     cleaner.resume(lg.topic, lg.partition)
     assert cleaner.clean_once() is not None
+    lg.close()
+
+
+def test_throttler_sleeps_what_the_interval_took_too_little_as_kafkas():
+    from storage.throttler import Throttler
+
+    now = [0]
+    naps: list[float] = []
+    t = Throttler(1000.0, 300, clock_ns=lambda: now[0], sleep=naps.append)
+    now[0] = 100_000_000
+    t.maybe_throttle(500)  # within the check interval: nothing yet
+    assert naps == []
+    now[0] = 400_000_000
+    t.maybe_throttle(500)  # 1,000 bytes in 400 ms at 1,000 B/s: 1,000 ms due, 600 ms short
+    assert naps == [0.6]
+    now[0] = 1_500_000_000
+    t.maybe_throttle(100)  # 100 bytes over 1.1 s: under the rate
+    assert naps == [0.6]
+    t.desired_rate_per_s = 1.7976931348623157e308  # the default, Double.MAX_VALUE: never
+    now[0] = 2_000_000_000
+    t.maybe_throttle(10**12)
+    assert naps == [0.6] and t.slept_ms == 600
+
+
+def test_cleaner_io_is_held_to_log_cleaner_io_max_bytes_per_second(log_dir):
+    now = [NOW]
+    lg = PartitionLog(log_dir, compact_config(), clock=lambda: now[0])
+    for i in range(200):
+        lg.append(batch([(b"key-%d" % (i % 10), b"v" * 100, NOW - 5000 + i)]), leader_epoch=1)
+    lg.high_watermark = lg.log_end_offset
+    rate = 10_000.0
+    cleaner = LogCleaner(lambda: [lg], clock=lambda: now[0], max_io_bytes_per_second=rate)
+    throttler = cleaner.throttler
+    naps: list[float] = []
+    throttler.sleep = naps.append  # recorded, not slept
+    throttler.check_interval_ns = 0  # a check at every read and write
+    observed: list[float] = []
+    report = throttler.maybe_throttle
+
+    def counted(n: float) -> None:
+        observed.append(n)
+        report(n)
+
+    throttler.maybe_throttle = counted  # type: ignore[method-assign]
+    started = time.monotonic()
+    stats = cleaner.clean_once()
+    took = time.monotonic() - started
+    assert stats is not None and stats.bytes_read > 0 and stats.bytes_written > 0
+    # Reads for the offset map, reads of the segments copied and the writes of the cleaned ones all
+    # count; the naps make up the time that much I/O takes at 10,000 B/s, less what the pass itself took
+    # (each nap rounded to whole milliseconds, from an elapsed time truncated to them: 1.5 ms either way).
+    assert sum(observed) >= 2 * stats.bytes_read + stats.bytes_written - 1
+    paid = sum(naps) * rate
+    slack = rate * 0.0015 * len(naps)
+    assert sum(observed) - rate * took - slack <= paid <= sum(observed) + slack
     lg.close()
