@@ -95,9 +95,11 @@ class ReplicatedOffsetsLog:
                      producer_epoch: int = -1, transactional: bool = False, required_acks: int = -1) -> int:
         rm = self.rm
         tp = (OFFSETS_TOPIC, partition)
+        # offsets.topic.compression.codec (Kafka's offsetsTopicCompressionType): commits and group metadata.
         batch = build_batch([NewRecord(k, v) for k, v in records], producer_id=producer_id,
                             producer_epoch=producer_epoch, base_sequence=0 if producer_id >= 0 else -1,
-                            is_transactional=transactional)
+                            is_transactional=transactional,
+                            compression=self.config().get("offsets.topic.compression.codec"))
         # A TxnOffsetCommit's guards (KIP-890), set by the group coordinator; None: not verifying.
         guards = REQUEST_VERIFICATION_GUARDS.get() if transactional else None
         try:

@@ -1290,6 +1290,9 @@ class BrokerConfig:
                 self.get("log.cleaner.dedupe.buffer.size"),
                 "must be more than 1 MiB per cleaner thread",
             )
+        codec = self.get("offsets.topic.compression.codec")
+        if not 0 <= codec <= 4:  # Kafka's CompressionType.forId: none, gzip, snappy, lz4, zstd
+            raise ConfigError("offsets.topic.compression.codec", codec, f"Unknown compression type id: {codec}")
         wait = self.get("replica.fetch.wait.max.ms")
         if wait > self.get("replica.socket.timeout.ms"):
             raise ConfigError(
