@@ -280,6 +280,9 @@ class Broker:
             for topic in {t for t, _ in self.replica_manager.partitions}:
                 self.replica_manager.on_topic_config_change(topic)
         await self._reconfigure_connection_quotas()
+        fetchers = self.replica_manager.fetcher_manager if self.replica_manager is not None else None
+        if fetchers is not None:
+            await fetchers.resize(self.config.get("num.replica.fetchers"))
         if self.cleaner is not None:
             rate = self.config.get("log.cleaner.io.max.bytes.per.second")
             if rate != self.cleaner.throttler.desired_rate_per_s:

@@ -134,14 +134,33 @@ class FollowerFetchSession:
         self.epoch = INITIAL_EPOCH
 
 
-class ReplicaFetcher:
-    """Replicates the partitions this broker follows whose leader is ``leader_id``."""
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
 
-    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+
+def fetcher_id_for(tp: TP, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: which of a leader's num.replica.fetchers fetchers
+    replicates ``tp`` (Utils.abs(31 * topic.hashCode + partition) % num.replica.fetchers)."""
+    n = (31 * java_string_hash(tp[0]) + tp[1]) & 0xFFFFFFFF
+    n = n - (1 << 32) if n >= 1 << 31 else n
+    return (0 if n == -(1 << 31) else abs(n)) % num_fetchers
+
+
+class ReplicaFetcher:
+    """Replicates the partitions this broker follows whose leader is ``leader_id`` and whose fetcher id
+    (``fetcher_id_for``) is ``fetcher_id``: one fetch session with the leader each."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int = 0) -> None:
         self.manager = manager
         self.broker_id = manager.broker_id
         self.quota = manager.follower_quota
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.partitions: dict[TP, FetchState] = {}
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -191,7 +210,8 @@ class ReplicaFetcher:
             # Versions pinned (no ApiVersions round trip): the leader is a kafkette broker. One request
             # at a time: the fetcher waits for each response before building the next fetch.
             self.conn = NodeClient(ep[0], ep[1], ConnectionSettings(
-                client_id=f"replica-fetcher-{self.broker_id}-{self.leader_id}",
+                client_id=f"replica-fetcher-{self.broker_id}-{self.leader_id}"
+                          + (f"-{self.fetcher_id}" if self.fetcher_id else ""),
                 connect_timeout_s=self.timeout_s, request_timeout_s=self.timeout_s, max_in_flight=1,
                 negotiate_versions=False, reconnect_backoff_s=self.backoff_s,
                 reconnect_backoff_max_s=max(self.backoff_s, 1.0), security=self.manager.security))
@@ -438,8 +458,11 @@ class ReplicaFetcherManager:
         # TLS / SASL towards the leaders' inter-broker listener, settled at start-up as Kafka's fetcher
         # channel builder is (a misconfiguration fails here, not in every fetcher's retry loop).
         self.security = inter_broker_security(config(), listener_name)
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.follower_of: dict[TP, int] = {}
+        # By (leader, fetcher id): num.replica.fetchers fetchers per leader at most, each with its share.
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.follower_of: dict[TP, tuple[int, int]] = {}
+        self.leader_epochs: dict[TP, int] = {}  # of the partitions followed (for a resize)
+        self.num_fetchers = max(1, int(config().get("num.replica.fetchers")))
         # Metrics: per followed partition, the lag the last fetch response showed; bytes replicated here.
         self.lags: dict[TP, int] = {}
         self.replication_bytes_in = 0
@@ -451,12 +474,32 @@ class ReplicaFetcherManager:
         self.remove_partition(tp)
         if leader_id < 0 or self.closed:
             return
-        f = self.fetchers.get(leader_id)
+        key = (leader_id, fetcher_id_for(tp, self.num_fetchers))
+        f = self.fetchers.get(key)
         if f is None:
-            f = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+            f = self.fetchers[key] = ReplicaFetcher(self, *key)
             f.start()
         f.add(tp, leader_epoch)
-        self.follower_of[tp] = leader_id
+        self.follower_of[tp] = key
+        self.leader_epochs[tp] = leader_epoch
+
+    async def resize(self, num_fetchers: int) -> None:
+        """A new num.replica.fetchers (dynamic, as Kafka's resizeThreadPool): every followed partition
+        moves to the fetcher its id now names, and fetchers left without partitions stop. A moved
+        partition starts with the epoch check (KIP-101) again, which finds nothing to truncate."""
+        num_fetchers = max(1, num_fetchers)
+        if num_fetchers == self.num_fetchers or self.closed:
+            return
+        log.info("num.replica.fetchers now %d (was %d): moving %d partitions", num_fetchers, self.num_fetchers,
+                 len(self.follower_of))
+        self.num_fetchers = num_fetchers
+        await self.quiesce(list(self.follower_of))  # no truncation still running as a partition moves
+        for tp, (leader_id, _fid) in list(self.follower_of.items()):
+            self.add_partition(tp, leader_id, self.leader_epochs[tp])
+        for key, f in list(self.fetchers.items()):
+            if not f.partitions:
+                del self.fetchers[key]
+                await f.stop()
 
     async def change_log(self, tp: TP, change: Callable[..., Any], *args: Any) -> Any:
         """Run a fetcher's change to a followed partition's log (a truncation) off the event loop, where
@@ -488,9 +531,10 @@ class ReplicaFetcherManager:
 
     def remove_partition(self, tp: TP) -> None:
         self.lags.pop(tp, None)
-        leader = self.follower_of.pop(tp, None)
-        if leader is not None and leader in self.fetchers:
-            self.fetchers[leader].remove(tp)
+        self.leader_epochs.pop(tp, None)
+        key = self.follower_of.pop(tp, None)
+        if key is not None and key in self.fetchers:
+            self.fetchers[key].remove(tp)
 
     async def shutdown(self) -> None:
         self.closed = True

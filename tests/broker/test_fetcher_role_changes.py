@@ -112,7 +112,7 @@ def test_leader_and_isr_waits_for_the_truncation_in_progress(tmp_path: Path) -> 
 
     async def scenario() -> tuple[list[tuple[int, int]], int, int]:
         assert rm is not None
-        fetcher = fetchers.fetchers[LEADER] = ReplicaFetcher(fetchers, LEADER)
+        fetcher = fetchers.fetchers[(LEADER, 0)] = ReplicaFetcher(fetchers, LEADER)
         fetcher.conn = leader  # type: ignore[assignment]
         fetcher.start()
         await rm.become_leader_or_follower(_lai(LEADER, 1, [0, 1]))

@@ -87,6 +87,37 @@ def test_follower_sessions_follow_partition_adds_and_removes(cluster3: Callable[
     _replicas_identical(cluster, kept, 6)
 
 
+def test_num_replica_fetchers_splits_each_leaders_partitions_over_sessions(cluster3: Callable[..., Any]) -> None:
+    """num.replica.fetchers=2: a follower replicates a leader's partitions through two fetchers, each with
+    a session of its own, a partition in the one Kafka's getFetcherId names; back to 1 at run time (set
+    with Apache Kafka's own kafka-configs), replication carries on."""
+    from broker.replica_fetcher import fetcher_id_for
+    from tests.benchmark_clients_support import java_tool
+
+    cluster = cluster3(num_replica_fetchers="2")
+    topic = unique("fetchers")
+    send = _producer(cluster.bootstrap)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, 12, 3, TOPIC_CONFIGS)
+        recs = Records(send)
+        recs.produce([(topic, p) for p in range(12)], n=3)
+        leaders = {p: d["leader"] for p, d in admin.describe(topic).items()}
+    # On each leader: two followers, each with a session per fetcher id among the partitions it leads.
+    expected = {i: 2 * len({fetcher_id_for((topic, p), 2) for p, lead in leaders.items() if lead == i})
+                for i in range(3)}
+    assert sum(expected.values()) > 6, f"the partitions fell to one fetcher id on every leader: {leaders}"
+    wait_until(lambda: all(metric(cluster, SESSIONS, i) == expected[i] for i in range(3)), 30,
+               lambda: f"sessions per leader {expected} (metrics say "
+                       f"{[metric(cluster, SESSIONS, i) for i in range(3)]})")
+    java_tool("kafka.admin.ConfigCommand", "--bootstrap-server", cluster.bootstrap, "--alter", "--entity-type",
+              "brokers", "--entity-default", "--add-config", "num.replica.fetchers=1")
+    wait_until(lambda: all("num.replica.fetchers now 1 (was 2)" in b.log_text() for b in cluster.brokers), 30,
+               "every broker to move its partitions to one fetcher a leader")
+    recs.produce([(topic, p) for p in range(12)], n=3)  # acks=all: both followers still in sync
+    send.producer.close()  # type: ignore[attr-defined]
+    _replicas_identical(cluster, topic, 12)
+
+
 @pytest.mark.slow
 def test_consumers_and_followers_through_leader_changes(cluster3: Callable[..., Any]) -> None:
     """The leader of a partition is killed, and later the next one: kafka-python, confluent-kafka and the
