@@ -75,12 +75,16 @@ class Broker:
         self.connections: set[Connection] = set()
         # SASL on SASL_PLAINTEXT/SASL_SSL listeners: mechanisms and JAAS are checked here (start-up fails).
         self.sasl = BrokerSasl(lambda: self.config, self.listeners)
-        self.connection_quotas = ConnectionQuotas(limits_from(config.get), self.inter_broker_listener,
-                                                  [e.name for e in self.listeners])
+        listener_names = [e.name for e in self.listeners]
+        self.connection_quotas = ConnectionQuotas(
+            limits_from(config.get, listener_get=config.listener_get, listeners=listener_names),
+            self.inter_broker_listener, listener_names)
         # KIP-612: max.connection.creation.rate, and connection_creation_rate per IP (from ZooKeeper).
         self.connection_rates = ConnectionRateQuotas(config.get("max.connection.creation.rate"),
                                                      config.get("quota.window.num"),
                                                      config.get("quota.window.size.seconds"))
+        for name in listener_names:
+            self.connection_rates.set_listener_limit(name, config.listener_get(name, "max.connection.creation.rate"))
         self._throttled_sockets: set[socket.socket] = set()  # over their IP's rate: held, then closed
         # Requests read but not answered: Kafka's data-plane queue, and the control plane's own.
         self.request_permits = RequestPermits(config.get("queued.max.requests"),
@@ -317,15 +321,19 @@ class Broker:
         assert self.loop is not None
         config = self.config
         self.connection_rates.set_broker_limit(config.get("max.connection.creation.rate"))
+        for e in self.listeners:
+            self.connection_rates.set_listener_limit(e.name, config.listener_get(e.name, "max.connection.creation.rate"))
         try:
             # Host names in the overrides are resolved, off the loop (DNS may be slow).
-            limits = await self.loop.run_in_executor(None, limits_from, config.get)
+            limits = await self.loop.run_in_executor(None, functools.partial(
+                limits_from, config.get, listener_get=config.listener_get, listeners=[e.name for e in self.listeners]))
         except ConfigError as e:
             log.error("ignoring invalid connection limits: %s", e)
             return
         if limits != self.connection_quotas.limits:
-            log.info("connection limits now: max.connections=%d, max.connections.per.ip=%d, overrides %s",
-                     limits.max_connections, limits.per_ip, dict(limits.per_ip_overrides) or "none")
+            log.info("connection limits now: max.connections=%d (per listener %s), max.connections.per.ip=%d, "
+                     "overrides %s", limits.max_connections, dict(limits.per_listener), limits.per_ip,
+                     dict(limits.per_ip_overrides) or "none")
             self.connection_quotas.reconfigure(limits)
 
     def _build_listener_tls(self) -> None:

@@ -6,6 +6,9 @@
   connection goes away; further clients wait in the listen backlog, as in Kafka. The inter-broker
   listener is protected (when there are other listeners): it may exceed the limit, and then the
   least recently active connection of another listener is closed to make room.
+- ``listener.name.<listener>.max.connections``: the same for the connections of one listener, the
+  protected one included. A listener without one of its own takes ``max.connections`` (Kafka reads the
+  listener's configs with the prefixed keys over the broker's).
 
 All three are dynamic (cluster-wide or per broker): ``reconfigure`` takes a new config and applies
 it to the next connections; connections already open stay open, as in Kafka.
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from config.registry import INT32_MAX, ConfigError
@@ -38,6 +41,13 @@ class Limits:
     max_connections: int = INT32_MAX
     per_ip: int = INT32_MAX
     per_ip_overrides: tuple[tuple[str, int], ...] = ()  # (normalised address, limit)
+    per_listener: tuple[tuple[str, int], ...] = ()  # (listener, max.connections as that listener sees it)
+
+    def for_listener(self, listener: str) -> int:
+        for name, limit in self.per_listener:
+            if name == listener:
+                return limit
+        return INT32_MAX
 
     def for_ip(self, ip: str) -> int:
         for addr, limit in self.per_ip_overrides:
@@ -83,14 +93,18 @@ def normalise_ip(host: str, resolve: Callable[[str], str] | None = None) -> str:
     return str(addr)
 
 
-def limits_from(get: Callable[[str], object], resolve: Callable[[str], str] | None = None) -> Limits:
-    """Kafka's checks (KafkaConfig): max.connections.per.ip may be 0 only with overrides."""
+def limits_from(get: Callable[[str], object], resolve: Callable[[str], str] | None = None,
+                listener_get: Callable[[str, str], object] | None = None, listeners: Sequence[str] = ()) -> Limits:
+    """Kafka's checks (KafkaConfig): max.connections.per.ip may be 0 only with overrides. ``listener_get``
+    (BrokerConfig.listener_get) gives each of ``listeners`` its max.connections."""
     overrides = parse_overrides(str(get(PER_IP_OVERRIDES) or ""), resolve)
     per_ip = int(get(PER_IP))  # type: ignore[call-overload]
     if per_ip == 0 and not overrides:
         raise ConfigError(PER_IP, per_ip, f"{PER_IP} can be set to zero only if {PER_IP_OVERRIDES} property is set.")
+    per_listener = tuple((name, int(listener_get(name, MAX_CONNECTIONS)))  # type: ignore[call-overload]
+                         for name in listeners) if listener_get is not None else ()
     return Limits(max_connections=int(get(MAX_CONNECTIONS)), per_ip=per_ip,  # type: ignore[call-overload]
-                  per_ip_overrides=overrides)
+                  per_ip_overrides=overrides, per_listener=per_listener)
 
 
 class ConnectionQuotas:
@@ -116,6 +130,10 @@ class ConnectionQuotas:
         return listener == self.inter_broker_listener and len(self.listener_counts) > 1
 
     def slot_available(self, listener: str) -> bool:
+        """Kafka's connectionSlotAvailable: under the listener's own limit, and then under the broker's
+        unless the listener is the protected one."""
+        if self.listener_counts.get(listener, 0) >= self.limits.for_listener(listener):
+            return False
         return self.protected(listener) or self.total < self.limits.max_connections
 
     async def wait_for_slot(self, listener: str) -> None:

@@ -5,6 +5,9 @@
   it just accepted for the delay that brings the measured rate back to the limit (at most
   ``quota.window.size.seconds``) before serving it, and accepts nothing else meanwhile: clients behind it
   wait in the listen backlog. Nothing is refused.
+- ``listener.name.<listener>.max.connection.creation.rate``: the same over one listener's connections,
+  the protected one included; a listener without one of its own takes the broker-wide value (Kafka reads
+  the listener's configs with the prefixed keys over the broker's). The longer of the two delays holds.
 - ``connection_creation_rate`` for an IP (``/config/ips/<ip>``, ``<default>`` for every address without one
   of its own; set with AlterClientQuotas): a connection that takes its address past the limit is not
   served. It stays open, unread, for the throttle time, then is closed, so that a client reconnecting in a
@@ -66,6 +69,8 @@ class ConnectionRateQuotas:
         # QuotaUtils.boundedThrottleTime with ConnectionQuotas' maxThrottleTimeMs: one quota window.
         self.max_throttle_ms = int(window_s * 1000)
         self._broker = SampledRate(samples, self.window_ms)
+        self.listener_limits: dict[str, int] = {}
+        self._listeners: dict[str, SampledRate] = {}
         self.default_ip_limit = INT32_MAX
         self.ip_limits: dict[str, int] = {}
         self._ip_sensors: dict[str, _RateSensor] = {}
@@ -83,6 +88,11 @@ class ConnectionRateQuotas:
         if limit != self.broker_limit:
             log.info("max connection creation rate now %d a second", limit)
             self.broker_limit = limit
+
+    def set_listener_limit(self, listener: str, limit: int) -> None:
+        if self.listener_limits.get(listener) != limit:
+            log.info("max connection creation rate of listener %s now %d a second", listener, limit)
+            self.listener_limits[listener] = limit
 
     def set_ip_limit(self, ip: str | None, limit: int | None) -> None:
         """``ip`` None: the default for addresses without a limit of their own; ``limit`` None: removed."""
@@ -120,14 +130,24 @@ class ConnectionRateQuotas:
             return self.max_throttle_ms
         return max(0, min(throttle_time_ms(observed, limit, rate.window_size_ms(now)), self.max_throttle_ms))
 
+    def _listener_rate(self, listener: str) -> SampledRate:
+        rate = self._listeners.get(listener)
+        if rate is None:
+            rate = self._listeners[listener] = SampledRate(self.samples, self.window_ms)
+        return rate
+
     def record_connection(self, listener: str, protected: bool) -> int:
-        """Count a connection just accepted against the broker-wide rate; the ms its acceptor waits before
-        serving it (0: within the limit). The protected inter-broker listener is not counted."""
-        if protected:
-            return 0
+        """Count a connection just accepted against its listener's rate and, unless the listener is the
+        protected inter-broker one, the broker-wide rate; the ms its acceptor waits before serving it
+        (the longer of the two delays; 0: within both limits)."""
         now = self.clock()
-        self._broker.record(1.0, now)
-        throttle = self._throttle_ms(self._broker, self.broker_limit, now)
+        throttle = 0
+        if not protected:
+            self._broker.record(1.0, now)
+            throttle = self._throttle_ms(self._broker, self.broker_limit, now)
+        rate = self._listener_rate(listener)
+        rate.record(1.0, now)
+        throttle = max(throttle, self._throttle_ms(rate, self.listener_limits.get(listener, INT32_MAX), now))
         if throttle:
             self.accept_throttled[listener] = self.accept_throttled.get(listener, 0) + 1
             self.accept_throttle_ms[listener] = self.accept_throttle_ms.get(listener, 0) + throttle
@@ -152,6 +172,7 @@ class ConnectionRateQuotas:
         sensor.rate.record(-1.0, now)
         if not protected:
             self._broker.record(-1.0, now)
+        self._listener_rate(listener).record(-1.0, now)
         self.ip_throttled[listener] = self.ip_throttled.get(listener, 0) + 1
         self.ip_throttle_ms[listener] = self.ip_throttle_ms.get(listener, 0) + throttle
         return throttle

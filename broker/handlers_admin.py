@@ -646,6 +646,20 @@ class AdminHandlers:
                                                              source=int(s.source))
                                   for s in cfg.synonyms(name)]
             out.append(entry)
+        # Listener overrides (listener.name.<l>.max.connections, ...ssl.keystore.location, ...), as Kafka
+        # lists the prefixed keys set statically or dynamically: kafka-configs deletes only what it sees.
+        for key, raw, source in cfg.listener_entries():
+            if names is not None and key not in names:
+                continue
+            base = REGISTRY[cfg.listener_override_of(key) or ""]
+            entry = _DC.DescribeConfigsResourceResult(
+                name=key, value=None if base.sensitive else raw,
+                read_only=base.update_mode is None or base.update_mode.name == "READ_ONLY",
+                config_source=int(source), is_sensitive=base.sensitive, config_type=int(base.type),
+                documentation=base.doc if documentation else None)
+            if synonyms:
+                entry.synonyms = [_DC.DescribeConfigsSynonym(name=key, value=entry.value, source=int(source))]
+            out.append(entry)
         return out
 
     async def _describe_cluster_defaults(self, names: list[str] | None, synonyms: bool,
@@ -664,7 +678,8 @@ class AdminHandlers:
                         if d.broker and cfg.source_of(n) is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
         out = []
         for name, value in sorted(defaults.items()):
-            d = REGISTRY.get(name)
+            # A listener override (listener.name.<l>.max.connections) is described as its base config.
+            d = REGISTRY.get(name) or REGISTRY.get(cfg.listener_override_of(name) or "")
             if d is None or not d.broker or (names is not None and name not in names):
                 continue
             entry = _DC.DescribeConfigsResourceResult(
@@ -676,7 +691,8 @@ class AdminHandlers:
                 # Kafka leaves the per-broker layer out of the default's synonyms; the default itself
                 # comes from ZooKeeper, the static file and the built-in default from this broker.
                 below = [x for x in cfg.synonyms(name) if x.source not in (
-                    ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+                    ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                ] if name in REGISTRY else []
                 entry.synonyms = [_DC.DescribeConfigsSynonym(
                     name=name, value=None if d.sensitive else value,
                     source=int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))] + [

@@ -1193,6 +1193,16 @@ class BrokerConfig:
                 return candidate
         return None
 
+    def listener_entries(self) -> list[tuple[str, str, ConfigSource]]:
+        """Every ``listener.name.<l>.[<mech>.]<config>`` key set in some layer, with its raw value and the
+        source of the layer that wins (Kafka's DescribeConfigs lists them among a broker's configs)."""
+        out: dict[str, tuple[str, ConfigSource]] = {}
+        for layer, source in zip(self._listener_layers, _LAYER_SOURCES, strict=True):
+            for key, raw in layer.items():
+                if key not in out and self.listener_override_of(key) is not None:
+                    out[key] = (str(raw), source)
+        return [(key, raw, source) for key, (raw, source) in sorted(out.items())]
+
     def listener_is_set(self, listener: str, name: str, mechanism: str | None = None) -> bool:
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
         key = f"{prefix}{mechanism.lower()}.{name}" if mechanism else f"{prefix}{name}"

@@ -66,3 +66,46 @@ def test_an_addresss_rate_is_forgotten_after_an_hour_without_connections() -> No
     now[0] += IP_SENSOR_EXPIRY_MS + 60_000
     q.record_ip_connection("L", False, "10.1.0.1")
     assert set(q._ip_sensors) == {"10.1.0.1"}
+
+
+def test_listener_rate_holds_its_own_connections_the_protected_listener_included() -> None:
+    q, _now = quotas(broker_limit=100)
+    q.set_listener_limit("CLIENTS", 1)
+    q.set_listener_limit("INTERNAL", 2)
+    # Ten a second's burst fits on CLIENTS, the eleventh waits for the listener's rate (1.1 against 1 over
+    # 10 s: 1,000 ms) though the broker's is far from its limit.
+    assert [q.record_connection("CLIENTS", False) for _ in range(10)] == [0] * 10
+    assert q.record_connection("CLIENTS", False) == 1000
+    # The protected inter-broker listener skips the broker-wide rate but not its own.
+    assert [q.record_connection("INTERNAL", True) for _ in range(20)] == [0] * 20
+    assert q.record_connection("INTERNAL", True) == 500
+    # A connection throttled by its IP is taken out of its listener's rate too.
+    q.apply_ip_config("10.0.0.9", {"connection_creation_rate": "0"})
+    assert q.record_connection("OTHER", False) == 0
+    assert q.record_ip_connection("OTHER", False, "10.0.0.9") == 1000
+    assert q._listeners["OTHER"].total(_now[0]) == 0
+
+
+def test_listener_max_connections_blocks_only_its_listener() -> None:
+    import asyncio
+
+    from broker.connection_quotas import ConnectionQuotas, Limits
+
+    async def scenario() -> None:
+        limits = Limits(max_connections=10, per_listener=(("CLIENTS", 2), ("INTERNAL", 10)))
+        q = ConnectionQuotas(limits, "INTERNAL", ["CLIENTS", "INTERNAL"])
+        q.inc("CLIENTS", "10.0.0.1")
+        q.inc("CLIENTS", "10.0.0.2")
+        assert not q.slot_available("CLIENTS")  # at its own limit, far from the broker's
+        assert q.slot_available("INTERNAL")
+        waiter = asyncio.ensure_future(q.wait_for_slot("CLIENTS"))
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        q.dec("CLIENTS", "10.0.0.1")
+        await asyncio.wait_for(waiter, 5)
+        # The protected listener may pass the broker's limit, never its own.
+        for i in range(10):
+            q.inc("INTERNAL", f"10.1.0.{i}")
+        assert not q.slot_available("INTERNAL")
+
+    asyncio.run(scenario())

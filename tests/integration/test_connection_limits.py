@@ -250,6 +250,58 @@ def test_max_connection_creation_rate_holds_accepts_but_serves_every_connection(
             c.close()
 
 
+def test_listener_limits_set_per_broker_with_kafka_configs(cluster_factory: Callable[..., Any]) -> None:
+    """listener.name.<l>.max.connections and listener.name.<l>.max.connection.creation.rate, set on one
+    broker at run time with Apache Kafka's own kafka-configs: the listener's acceptor blocks at its own
+    count (the broker's max.connections is far away) and holds connections past its own rate."""
+    cluster = cluster_factory(1)
+    b = cluster.brokers[0]
+    gauge = 'kafka_server_socket_server_metrics_connection_count{listener="PLAINTEXT"}'
+    open_now = int(metric(b.metrics_url, gauge))
+    limit = open_now + 3
+    kafka_configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                  "--add-config", f"listener.name.plaintext.max.connections={limit}")
+    wait_until(lambda: f"(per listener {{'PLAINTEXT': {limit}}})" in b.log_text(), 30,
+               "the broker to apply the listener's max.connections")
+    wait_until(lambda: metric(b.metrics_url, gauge) <= open_now, 30, "the tool's connection to close")
+    clients: list[Client] = []
+    try:
+        blocked: Client | None = None
+        for _ in range(6):
+            c = Client(b.bootstrap, timeout=3.0)
+            try:
+                c.api_versions()
+                clients.append(c)
+            except TimeoutError:
+                blocked = c  # in the backlog: the listener is at its limit
+                break
+        assert blocked is not None, f"{len(clients)} connections served with the listener's limit at {limit}"
+        clients.pop(0).close()
+        blocked.sock.settimeout(30)
+        (size,) = struct.unpack(">i", blocked._recv_exact(4))  # served once one went away
+        blocked._recv_exact(size)
+        clients.append(blocked)
+    finally:
+        for c in clients:
+            c.close()
+    kafka_configs(b.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                  "--delete-config", "listener.name.plaintext.max.connections",
+                  "--add-config", "listener.name.plaintext.max.connection.creation.rate=2")
+    wait_until(lambda: "max connection creation rate of listener PLAINTEXT now 2 a second" in b.log_text(), 30,
+               "the broker to apply the listener's rate")
+    clients = []
+    try:
+        for _ in range(26):
+            c = Client(b.bootstrap)
+            clients.append(c)
+            assert served(c), f"connection {len(clients)} refused under the listener's creation rate"
+        throttled = 'kafka_network_acceptor_throttled_total{listener="PLAINTEXT",quota="max.connection.creation.rate"}'
+        assert metric(b.metrics_url, throttled) >= 1
+    finally:
+        for c in clients:
+            c.close()
+
+
 # ------------------------------------------------------------------------------------------------
 # Idle connections, oversized requests, the request queue (one broker shared by these tests)
 
@@ -572,3 +624,19 @@ def test_one_request_cannot_ask_for_billions_of_partitions(broker: Any) -> None:
         assert r.results[0].error_code == 44, r.results[0]
         c.api_versions()
     assert broker.running
+
+
+def test_listener_overrides_are_described_and_deleted_by_kafka_configs(cluster_factory: Callable[..., Any]) -> None:
+    """kafka-configs lists a broker's (and the cluster default's) listener.name.<l>.* overrides and deletes
+    them: it refuses to delete a config DescribeConfigs does not show."""
+    cluster = cluster_factory(1)
+    b = cluster.brokers[0]
+    for entity in (("--entity-name", "0"), ("--entity-default",)):
+        kafka_configs(b.bootstrap, "--alter", "--entity-type", "brokers", *entity,
+                      "--add-config", "listener.name.plaintext.max.connection.creation.rate=500")
+        described = kafka_configs(b.bootstrap, "--describe", "--entity-type", "brokers", *entity)
+        assert "listener.name.plaintext.max.connection.creation.rate=500" in described, described
+        kafka_configs(b.bootstrap, "--alter", "--entity-type", "brokers", *entity,
+                      "--delete-config", "listener.name.plaintext.max.connection.creation.rate")
+        described = kafka_configs(b.bootstrap, "--describe", "--entity-type", "brokers", *entity)
+        assert "listener.name.plaintext" not in described, described
