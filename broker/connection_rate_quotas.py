@@ -90,8 +90,10 @@ class ConnectionRateQuotas:
             self.broker_limit = limit
 
     def set_listener_limit(self, listener: str, limit: int) -> None:
-        if self.listener_limits.get(listener) != limit:
-            log.info("max connection creation rate of listener %s now %d a second", listener, limit)
+        previous = self.listener_limits.get(listener)
+        if previous != limit:
+            if previous is not None or limit != INT32_MAX:  # the start-up's defaults go unsaid
+                log.info("max connection creation rate of listener %s now %d a second", listener, limit)
             self.listener_limits[listener] = limit
 
     def set_ip_limit(self, ip: str | None, limit: int | None) -> None:

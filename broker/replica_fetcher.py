@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -134,6 +135,7 @@ class FollowerFetchSession:
         self.epoch = INITIAL_EPOCH
 
 
+@functools.lru_cache(maxsize=4096)  # per topic name: a LeaderAndIsr may name thousands of its partitions
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
     h = 0
@@ -146,6 +148,8 @@ def java_string_hash(s: str) -> int:
 def fetcher_id_for(tp: TP, num_fetchers: int) -> int:
     """Kafka's AbstractFetcherManager.getFetcherId: which of a leader's num.replica.fetchers fetchers
     replicates ``tp`` (Utils.abs(31 * topic.hashCode + partition) % num.replica.fetchers)."""
+    if num_fetchers == 1:
+        return 0
     n = (31 * java_string_hash(tp[0]) + tp[1]) & 0xFFFFFFFF
     n = n - (1 << 32) if n >= 1 << 31 else n
     return (0 if n == -(1 << 31) else abs(n)) % num_fetchers
@@ -484,8 +488,8 @@ class ReplicaFetcherManager:
         self.leader_epochs[tp] = leader_epoch
 
     async def resize(self, num_fetchers: int) -> None:
-        """A new num.replica.fetchers (dynamic, as Kafka's resizeThreadPool): every followed partition
-        moves to the fetcher its id now names, and fetchers left without partitions stop. A moved
+        """A new num.replica.fetchers (dynamic, as Kafka's resizeThreadPool): a followed partition whose
+        fetcher id changes moves to that fetcher, and fetchers left without partitions stop. A moved
         partition starts with the epoch check (KIP-101) again, which finds nothing to truncate."""
         num_fetchers = max(1, num_fetchers)
         if num_fetchers == self.num_fetchers or self.closed:
@@ -494,8 +498,9 @@ class ReplicaFetcherManager:
                  len(self.follower_of))
         self.num_fetchers = num_fetchers
         await self.quiesce(list(self.follower_of))  # no truncation still running as a partition moves
-        for tp, (leader_id, _fid) in list(self.follower_of.items()):
-            self.add_partition(tp, leader_id, self.leader_epochs[tp])
+        for tp, (leader_id, fetcher_id) in list(self.follower_of.items()):
+            if fetcher_id != fetcher_id_for(tp, num_fetchers):
+                self.add_partition(tp, leader_id, self.leader_epochs[tp])
         for key, f in list(self.fetchers.items()):
             if not f.partitions:
                 del self.fetchers[key]
