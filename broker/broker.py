@@ -206,7 +206,8 @@ class Broker:
                                       io_buffer_size=cfg.get("log.cleaner.io.buffer.size"),
                                       load_factor=cfg.get("log.cleaner.io.buffer.load.factor"),
                                       backoff_ms=cfg.get("log.cleaner.backoff.ms"),
-                                      max_io_bytes_per_second=cfg.get("log.cleaner.io.max.bytes.per.second"))
+                                      max_io_bytes_per_second=cfg.get("log.cleaner.io.max.bytes.per.second"),
+                                      threads=cfg.get("log.cleaner.threads"))
             self.cleaner.start()
         self.replica_manager = await build_components(self)
         # From here on a failed log dir is handled on the event loop (KIP-112: broker/log_dir_failure.py).
@@ -288,6 +289,13 @@ class Broker:
         if fetchers is not None:
             await fetchers.resize(self.config.get("num.replica.fetchers"))
         if self.cleaner is not None:
+            threads = self.config.get("log.cleaner.threads")
+            if threads != self.cleaner.threads:
+                # The threads finish their current pass first, which may take long: not on this path.
+                log.info("log.cleaner.threads now %d (was %d): restarting the cleaner threads", threads,
+                         self.cleaner.threads)
+                self._tasks.append(asyncio.ensure_future(asyncio.get_running_loop().run_in_executor(
+                    None, self.cleaner.set_threads, threads)))
             rate = self.config.get("log.cleaner.io.max.bytes.per.second")
             if rate != self.cleaner.throttler.desired_rate_per_s:
                 log.info("log cleaner I/O now at most %s bytes a second", rate)
@@ -305,6 +313,23 @@ class Broker:
             return
         for listener_tls in self.listener_tls.values():
             listener_tls.validate_reconfiguration(candidate)
+        if self.cleaner is not None:
+            self._validate_cleaner_threads(candidate.get("log.cleaner.threads"))
+
+    def _validate_cleaner_threads(self, threads: int) -> None:
+        """Kafka's LogCleaner.validateReconfiguration."""
+        assert self.cleaner is not None
+        current = self.cleaner.threads
+        if threads == current:
+            return
+        if threads < 1:
+            raise ConfigError("log.cleaner.threads", threads, "Log cleaner threads should be at least 1")
+        if threads < current // 2:
+            raise ConfigError("log.cleaner.threads", threads,
+                              f"Log cleaner threads cannot be reduced to less than half the current value {current}")
+        if threads > current * 2:
+            raise ConfigError("log.cleaner.threads", threads,
+                              f"Log cleaner threads cannot be increased to more than double the current value {current}")
 
     def _reconfigure_tls(self) -> None:
         """Certificate rotation: a TLS listener whose ssl.* values (or keystore files) changed gets a new

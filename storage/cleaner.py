@@ -222,6 +222,7 @@ class LogCleaner:
         backoff_ms: int = 15_000,
         checkpoints: CleanerCheckpoints | None = None,
         max_io_bytes_per_second: float = math.inf,
+        threads: int = 1,
     ) -> None:
         if callable(logs):
             self._logs = logs
@@ -235,8 +236,12 @@ class LogCleaner:
         self.clock = clock
         self.backoff_ms = backoff_ms
         self.checkpoints = checkpoints if checkpoints is not None else CleanerCheckpoints(manager)
-        self._offset_map: OffsetMap | None = None
-        self._thread: threading.Thread | None = None
+        # log.cleaner.threads: each thread cleans a different log, with its own share of the dedupe
+        # buffer (Kafka's cleaner threads split log.cleaner.dedupe.buffer.size), and all share the throttler.
+        self.threads = threads
+        self._local = threading.local()  # the calling thread's offset map
+        self._threads: list[threading.Thread] = []
+        self._reconfiguring = threading.Lock()
         self._stop = threading.Event()
         # log.cleaner.io.max.bytes.per.second over the reads and writes of a pass (Kafka's cleaner-io
         # throttler, checked every 300 ms); a stop cuts a nap short.
@@ -246,8 +251,8 @@ class LogCleaner:
         # whose cleaning is paused (a replica moving between log dirs), and the one being cleaned.
         self._state = threading.Condition()
         self._paused: set[tuple[str, int]] = set()
-        self._cleaning: tuple[str, int] | None = None
-        self._abort: tuple[str, int] | None = None
+        self._cleaning: set[tuple[str, int]] = set()
+        self._abort: set[tuple[str, int]] = set()
 
     # ================================================================================ pausing
     def abort_and_pause(self, topic: str, partition: int, timeout: float | None = 60.0) -> None:
@@ -256,9 +261,9 @@ class LogCleaner:
         tp = (topic, partition)
         with self._state:
             self._paused.add(tp)
-            if self._cleaning == tp:
-                self._abort = tp
-            self._state.wait_for(lambda: self._cleaning != tp, timeout)
+            if tp in self._cleaning:
+                self._abort.add(tp)
+            self._state.wait_for(lambda: tp not in self._cleaning, timeout)
 
     def resume(self, topic: str, partition: int) -> None:
         """Kafka's resumeCleaning."""
@@ -271,10 +276,10 @@ class LogCleaner:
 
     def is_cleaning(self, topic: str, partition: int) -> bool:
         with self._state:
-            return self._cleaning == (topic, partition)
+            return (topic, partition) in self._cleaning
 
     def _check_abort(self, lg: PartitionLog) -> None:
-        if self._abort == (lg.topic, lg.partition):
+        if (lg.topic, lg.partition) in self._abort:
             raise CleaningAbortedError(f"the cleaning of {lg.topic}-{lg.partition} was aborted")
 
     # ================================================================================ choosing a log
@@ -329,8 +334,8 @@ class LogCleaner:
         for lg in self._logs():
             if lg.is_offline or "compact" not in cleanup_policies(lg.config):
                 continue
-            if (lg.topic, lg.partition) in self._paused:
-                continue
+            if (lg.topic, lg.partition) in self._paused or (lg.topic, lg.partition) in self._cleaning:
+                continue  # paused, or another cleaner thread has it
             try:
                 ratio, dirty, _ = self.dirty_ratio(lg, t)
                 first_dirty, end = self.cleanable_range(lg, t)
@@ -353,7 +358,8 @@ class LogCleaner:
             lg = self.grab_filthiest_log(now)
             if lg is None:
                 return None
-            self._cleaning = (lg.topic, lg.partition)
+            tp = (lg.topic, lg.partition)
+            self._cleaning.add(tp)
         try:
             return self.clean(lg, now)
         except CleaningAbortedError as e:
@@ -361,15 +367,18 @@ class LogCleaner:
             return None
         finally:
             with self._state:
-                self._cleaning = self._abort = None
+                self._cleaning.discard(tp)
+                self._abort.discard(tp)
                 self._state.notify_all()
 
     def _map(self) -> OffsetMap:
-        if self._offset_map is None:
-            self._offset_map = OffsetMap(self.dedupe_buffer_size, self.load_factor)
+        offset_map: OffsetMap | None = getattr(self._local, "offset_map", None)
+        if offset_map is None:
+            offset_map = self._local.offset_map = OffsetMap(self.dedupe_buffer_size // max(1, self.threads),
+                                                            self.load_factor)
         else:
-            self._offset_map.clear()
-        return self._offset_map
+            offset_map.clear()
+        return offset_map
 
     def clean(self, lg: PartitionLog, now: int | None = None) -> CleanStats:
         t = self.clock() if now is None else now
@@ -597,17 +606,32 @@ class LogCleaner:
 
     # ================================================================================ thread
     def start(self) -> None:
-        if self._thread is not None:
+        """Start ``threads`` cleaner threads (none for 0: no log is cleaned, as in Kafka)."""
+        if self._threads:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+                         for i in range(self.threads)]
+        for t in self._threads:
+            t.start()
 
     def stop(self, timeout: float | None = 30.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        for t in self._threads:
+            t.join(timeout)
+        self._threads = []
+
+    def set_threads(self, threads: int) -> None:
+        """A new log.cleaner.threads (dynamic, as Kafka's LogCleaner.reconfigure): the threads stop after
+        their current pass, then the new number starts. Blocks: call it off the event loop."""
+        with self._reconfiguring:  # one change at a time: a second waits, then finds nothing to do
+            if threads == self.threads:
+                return
+            running = bool(self._threads)
+            self.stop(timeout=None)
+            self.threads = threads
+            if running:
+                self.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():

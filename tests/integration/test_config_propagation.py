@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 from protocol.api_versions import ApiKey
@@ -158,9 +159,9 @@ def test_config_requests_are_checked_and_read_from_zookeeper(cluster_factory: An
         admin.close()
 
 
-def test_cleaner_io_rate_is_a_dynamic_config_kafka_configs_sets(cluster_factory: Any) -> None:
-    """log.cleaner.io.max.bytes.per.second, set cluster-wide with Apache Kafka's own kafka-configs, reaches
-    the running cleaner's throttler (storage/throttler.py; its effect: tests/storage/test_cleaner.py)."""
+def test_cleaner_io_rate_and_threads_are_dynamic_configs_kafka_configs_sets(cluster_factory: Any) -> None:
+    """log.cleaner.io.max.bytes.per.second and log.cleaner.threads, set cluster-wide with Apache Kafka's
+    own kafka-configs, reach the running cleaner (their effect: tests/storage/test_cleaner.py)."""
     from tests.benchmark_clients_support import java_tool
 
     cluster = cluster_factory(1)
@@ -169,3 +170,10 @@ def test_cleaner_io_rate_is_a_dynamic_config_kafka_configs_sets(cluster_factory:
               "--entity-default", "--add-config", "log.cleaner.io.max.bytes.per.second=1048576")
     wait_until(lambda: "log cleaner I/O now at most 1048576.0 bytes a second" in b.log_text(), 30,
                "the broker's cleaner to take the new rate")
+    # log.cleaner.threads, dynamic too, within Kafka's bounds (at most double, at least half, at least 1).
+    java_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "brokers",
+              "--entity-default", "--add-config", "log.cleaner.threads=2")
+    wait_until(lambda: "log.cleaner.threads now 2 (was 1)" in b.log_text(), 30, "the cleaner to run two threads")
+    with pytest.raises(RuntimeError, match="cannot be increased to more than double the current value 2"):
+        java_tool("kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter", "--entity-type",
+                  "brokers", "--entity-default", "--add-config", "log.cleaner.threads=5")

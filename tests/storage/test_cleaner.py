@@ -441,3 +441,51 @@ def test_cleaner_io_is_held_to_log_cleaner_io_max_bytes_per_second(log_dir):
     slack = rate * 0.0015 * len(naps)
     assert sum(observed) - rate * took - slack <= paid <= sum(observed) + slack
     lg.close()
+
+
+def test_log_cleaner_threads_clean_different_logs_with_a_share_of_the_buffer(tmp_path):
+    """log.cleaner.threads: each thread takes a log no other thread is cleaning, with its share of the
+    dedupe buffer; 0 threads clean nothing (Kafka's LogCleaner starts numThreads CleanerThreads)."""
+    import threading
+
+    now = [NOW]
+    logs = []
+    for name in ("a-0", "b-0"):
+        lg = PartitionLog(str(tmp_path / name), compact_config(), clock=lambda: now[0])
+        for i in range(300):
+            lg.append(batch([(b"key-%d" % (i % 10), b"v%d" % i, NOW - 5000 + i)]), leader_epoch=1)
+        lg.high_watermark = lg.log_end_offset
+        logs.append(lg)
+    cleaner = LogCleaner(lambda: logs, clock=lambda: now[0], threads=2, dedupe_buffer_size=8 << 20, backoff_ms=50)
+    # A log one thread is cleaning is not offered to another.
+    first = cleaner.grab_filthiest_log()
+    assert first is not None
+    cleaner._cleaning.add((first.topic, first.partition))
+    second = cleaner.grab_filthiest_log()
+    assert second is not None and second is not first
+    cleaner._cleaning.clear()
+
+    sizes_before = [lg.size_in_bytes for lg in logs]
+    cleaner.start()
+    try:
+        names = sorted(t.name for t in threading.enumerate() if t.name.startswith("kafka-log-cleaner-thread-"))
+        assert names == ["kafka-log-cleaner-thread-0", "kafka-log-cleaner-thread-1"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+                lg.size_in_bytes < before for lg, before in zip(logs, sizes_before, strict=True)):
+            time.sleep(0.05)
+        assert all(lg.size_in_bytes < before for lg, before in zip(logs, sizes_before, strict=True))
+        cleaner.set_threads(1)  # dynamic: the threads finish their pass, then one starts
+        names = sorted(t.name for t in threading.enumerate() if t.name.startswith("kafka-log-cleaner-thread-"))
+        assert names == ["kafka-log-cleaner-thread-0"]
+    finally:
+        cleaner.stop()
+    # Each thread's offset map has its share of log.cleaner.dedupe.buffer.size.
+    two = LogCleaner(lambda: logs, threads=2, dedupe_buffer_size=8 << 20)
+    assert 3 << 20 < two._map().memory_bytes <= 4 << 20
+    idle = LogCleaner(lambda: logs, clock=lambda: now[0], threads=0)
+    idle.start()
+    assert not any(t.name.startswith("kafka-log-cleaner-thread-") for t in threading.enumerate())
+    idle.stop()
+    for lg in logs:
+        lg.close()
