@@ -83,6 +83,10 @@ def test_controlled_shutdown_then_preferred_election(cluster3: Callable[..., Any
             start_broker(cluster.brokers[victim])
             for p in range(PARTITIONS):
                 admin.wait_isr(topic, p, [0, 1, 2], 90)
+            # ElectLeaders goes to the controller id the admin client cached when it created the topic.
+            # When that was the victim and the client refreshed its metadata while the victim was down,
+            # kafka-python fails the request (UnknownBrokerIdError) instead of refreshing again.
+            admin.wait_for_broker(victim)
             assert admin.describe(topic)[0]["leader"] != victim
 
             t1 = time.monotonic()
