@@ -248,7 +248,7 @@ class LogCleaner:
         self.throttler = Throttler(max_io_bytes_per_second, 300, sleep=self._stop.wait)
         self.last_stats: CleanStats | None = None
         # Kafka's LogCleanerManager in-progress states, reduced to what the broker needs: partitions
-        # whose cleaning is paused (a replica moving between log dirs), and the one being cleaned.
+        # whose cleaning is paused (a replica moving between log dirs), and the ones being cleaned.
         self._state = threading.Condition()
         self._paused: set[tuple[str, int]] = set()
         self._cleaning: set[tuple[str, int]] = set()
