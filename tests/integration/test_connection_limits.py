@@ -74,6 +74,37 @@ def alter_broker_config(bootstrap: str, broker: str, configs: dict[str, str]) ->
         admin.close()
 
 
+def fill_until_the_acceptor_blocks(bootstrap: str, attempts: int, clients: list[Client]) -> Client | None:
+    """Open connections one by one into ``clients`` until one gets no answer: the kernel accepted it but
+    the broker's acceptor did not (it waits in the backlog). That one, or None if all were served."""
+    for _ in range(attempts):
+        c = Client(bootstrap, timeout=3.0)
+        try:
+            c.api_versions()
+            clients.append(c)
+        except TimeoutError:
+            return c
+    return None
+
+
+def served_once_one_closes(clients: list[Client], blocked: Client) -> None:
+    """Close the oldest served connection; the blocked one is then accepted and answers the request it
+    sent. It joins ``clients``."""
+    clients.pop(0).close()
+    blocked.sock.settimeout(30)
+    (size,) = struct.unpack(">i", blocked._recv_exact(4))
+    blocked._recv_exact(size)
+    clients.append(blocked)
+
+
+def connect_all_served(bootstrap: str, n: int, clients: list[Client], what: str) -> None:
+    """Open ``n`` connections into ``clients``, each served however long its acceptor held it."""
+    for _ in range(n):
+        c = Client(bootstrap)
+        clients.append(c)
+        assert served(c), f"connection {len(clients)} refused under {what}"
+
+
 # ------------------------------------------------------------------------------------------------
 # Connection counts
 
@@ -158,23 +189,11 @@ def test_max_connections_blocks_the_acceptor_until_one_closes(cluster_factory: C
     wait_until(lambda: metric(b.metrics_url, gauge) <= open_now, 30, "the admin connection to close")
     clients: list[Client] = []
     try:
-        blocked: Client | None = None
-        for _ in range(8):
-            c = Client(b.bootstrap, timeout=3.0)
-            try:
-                c.api_versions()
-                clients.append(c)
-            except TimeoutError:
-                blocked = c  # accepted by the kernel, not by the broker: it waits in the backlog
-                break
+        blocked = fill_until_the_acceptor_blocks(b.bootstrap, 8, clients)
         assert blocked is not None, f"{len(clients)} connections served with max.connections={limit}"
         assert len(clients) <= 4
         assert metric(b.metrics_url, 'kafka_network_acceptor_blocked_total{listener="PLAINTEXT"}') >= 1
-        clients.pop(0).close()
-        blocked.sock.settimeout(30)
-        (size,) = struct.unpack(">i", blocked._recv_exact(4))  # the answer to the request it sent
-        blocked._recv_exact(size)
-        clients.append(blocked)
+        served_once_one_closes(clients, blocked)
     finally:
         for c in clients:
             c.close()
@@ -237,10 +256,7 @@ def test_max_connection_creation_rate_holds_accepts_but_serves_every_connection(
     # them the acceptor holds each new connection until the rate is back at 2, then serves it.
     clients: list[Client] = []
     try:
-        for _ in range(26):
-            c = Client(b.bootstrap)
-            clients.append(c)
-            assert served(c), f"connection {len(clients)} refused under max.connection.creation.rate"
+        connect_all_served(b.bootstrap, 26, clients, "max.connection.creation.rate")
         for c in clients:  # and they all stay served
             c.api_versions()
         throttled = 'kafka_network_acceptor_throttled_total{listener="PLAINTEXT",quota="max.connection.creation.rate"}'
@@ -266,21 +282,9 @@ def test_listener_limits_set_per_broker_with_kafka_configs(cluster_factory: Call
     wait_until(lambda: metric(b.metrics_url, gauge) <= open_now, 30, "the tool's connection to close")
     clients: list[Client] = []
     try:
-        blocked: Client | None = None
-        for _ in range(6):
-            c = Client(b.bootstrap, timeout=3.0)
-            try:
-                c.api_versions()
-                clients.append(c)
-            except TimeoutError:
-                blocked = c  # in the backlog: the listener is at its limit
-                break
+        blocked = fill_until_the_acceptor_blocks(b.bootstrap, 6, clients)
         assert blocked is not None, f"{len(clients)} connections served with the listener's limit at {limit}"
-        clients.pop(0).close()
-        blocked.sock.settimeout(30)
-        (size,) = struct.unpack(">i", blocked._recv_exact(4))  # served once one went away
-        blocked._recv_exact(size)
-        clients.append(blocked)
+        served_once_one_closes(clients, blocked)
     finally:
         for c in clients:
             c.close()
@@ -291,10 +295,7 @@ def test_listener_limits_set_per_broker_with_kafka_configs(cluster_factory: Call
                "the broker to apply the listener's rate")
     clients = []
     try:
-        for _ in range(26):
-            c = Client(b.bootstrap)
-            clients.append(c)
-            assert served(c), f"connection {len(clients)} refused under the listener's creation rate"
+        connect_all_served(b.bootstrap, 26, clients, "the listener's creation rate")
         throttled = 'kafka_network_acceptor_throttled_total{listener="PLAINTEXT",quota="max.connection.creation.rate"}'
         assert metric(b.metrics_url, throttled) >= 1
     finally:
